@@ -1,0 +1,721 @@
+//! The TOML config: mode, workspace, tool registry, operator rules, reversibility layer, and the
+//! sections later stages read (screen, review, session, server).
+//!
+//! Loading decides only whether the config is usable. On any problem it returns a
+//! [`ConfigError`] that says what to fix, and nothing starts: a service never runs on a config it
+//! half understood. Every table rejects unknown keys, because a misspelt key in a security
+//! policy must not silently fall back to a default. With no config file at all, the built-in
+//! defaults apply (`auto` mode, the Claude Code and Codex presets, no rules).
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::request::{Reversibility, ToolAnnotations};
+
+/// Environment variable naming a config file when `--config` is not given.
+pub const CONFIG_ENV: &str = "PERMIT_CONFIG";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config `{path}`: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("config `{path}` is not valid TOML for permit: {message}")]
+    Parse { path: String, message: String },
+    #[error("config `{path}`: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// How tiers map to actions (BRIEF.md's table).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// A person approves everything but read-only calls.
+    Human,
+    /// Read-only and in-workspace writes run; high-tier calls go to the classifier.
+    #[default]
+    Auto,
+    /// Only read-only calls can run unattended, and only when the classifier does not object.
+    Reviewer,
+    /// Everything but critical runs. For test rigs only.
+    ApproveAllDangerous,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Human => "human",
+            Mode::Auto => "auto",
+            Mode::Reviewer => "reviewer",
+            Mode::ApproveAllDangerous => "approve-all-dangerous",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub workspace: WorkspaceConfig,
+    #[serde(default)]
+    pub tools: ToolsConfig,
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+    #[serde(default)]
+    pub reversibility: ReversibilityConfig,
+    #[serde(default)]
+    pub screen: Option<ScreenConfig>,
+    #[serde(default)]
+    pub review: Option<ReviewConfig>,
+    #[serde(default)]
+    pub session: SessionConfig,
+    #[serde(default)]
+    pub server: ServerConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Treat the request's `cwd` as the workspace. Off means only `roots` count.
+    #[serde(default = "default_true")]
+    pub use_request_cwd: bool,
+    /// Further absolute directories the agent may work in.
+    #[serde(default)]
+    pub roots: Vec<String>,
+    /// The user's home, for `~` in paths. Defaults to `$HOME` when permit starts.
+    #[serde(default)]
+    pub home: Option<String>,
+}
+
+impl Default for WorkspaceConfig {
+    fn default() -> Self {
+        Self { use_request_cwd: true, roots: Vec::new(), home: None }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    ClaudeCode,
+    Codex,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    #[serde(default = "default_presets")]
+    pub presets: Vec<Preset>,
+    /// Use annotations sent inside a request for tools not configured here. Off by default:
+    /// they come from the party being judged.
+    #[serde(default)]
+    pub trust_request_annotations: bool,
+    /// Tools whose answers pair with their questions in the transcript the models see.
+    #[serde(default = "default_questionnaire_tools")]
+    pub questionnaire: Vec<String>,
+    /// Operator-defined tools; a definition replaces a preset tool of the same name.
+    #[serde(default)]
+    pub define: Vec<ToolDefinition>,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        Self {
+            presets: default_presets(),
+            trust_request_annotations: false,
+            questionnaire: default_questionnaire_tools(),
+            define: Vec::new(),
+        }
+    }
+}
+
+/// An operator-defined tool with MCP-style annotations; a missing hint takes MCP's cautious
+/// default.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDefinition {
+    pub name: String,
+    #[serde(flatten)]
+    pub annotations: ToolAnnotations,
+    #[serde(default)]
+    pub arguments: ArgumentSpec,
+}
+
+/// Which input fields the gate analyses, and how.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgumentSpec {
+    /// A field holding a shell command, as a string or an argv array.
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// A field that overrides the working directory for the shell command.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Fields holding paths the call reads.
+    #[serde(default)]
+    pub read_paths: Vec<String>,
+    /// Fields holding paths the call writes.
+    #[serde(default)]
+    pub write_paths: Vec<String>,
+    /// A field holding a glob pattern whose fixed prefix is read (Claude Code's Glob).
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// A field holding an `apply_patch` patch whose file headers name the paths written.
+    #[serde(default)]
+    pub patch: Option<String>,
+}
+
+impl ArgumentSpec {
+    pub fn is_empty(&self) -> bool {
+        self == &ArgumentSpec::default()
+    }
+}
+
+/// What an operator rule does when it matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleDecision {
+    Allow,
+    Classify,
+    Ask,
+    Deny,
+    HardDeny,
+}
+
+/// One string or a list of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(one) => vec![one.clone()],
+            OneOrMany::Many(many) => many.clone(),
+        }
+    }
+}
+
+/// An example call for a rule: a string is the command (shell tools) or the path (file tools);
+/// a table is the call's whole input.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RuleExample {
+    Text(String),
+    Input(Map<String, Value>),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    pub id: String,
+    /// Tool names or globs (`mcp__github__*`). Examples are checked against the first entry.
+    pub tool: OneOrMany,
+    /// Shell command prefixes, compared word by word with each part of the command.
+    #[serde(default)]
+    pub command_prefix: Option<OneOrMany>,
+    /// Path globs: relative ones are matched against the path inside the workspace, absolute
+    /// ones and `~/…` against the full path.
+    #[serde(default)]
+    pub path_glob: Option<OneOrMany>,
+    pub decision: RuleDecision,
+    pub reason: String,
+    #[serde(rename = "match", default)]
+    pub match_examples: Vec<RuleExample>,
+    #[serde(default)]
+    pub not_match: Vec<RuleExample>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReversibilityConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Costly calls allowed per session before further ones go to a person.
+    #[serde(default = "default_costly_budget")]
+    pub costly_budget_per_session: u32,
+}
+
+impl Default for ReversibilityConfig {
+    fn default() -> Self {
+        Self { enabled: true, costly_budget_per_session: default_costly_budget() }
+    }
+}
+
+/// A model endpoint. Backends are built in later stages; the shape is validated now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "backend", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ModelConfig {
+    Openai {
+        base_url: String,
+        model: String,
+        #[serde(default)]
+        api_key_env: Option<String>,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        style: ModelStyle,
+        /// The least probability mass the option labels must hold in decision style.
+        #[serde(default = "default_min_label_mass")]
+        min_label_mass: f64,
+    },
+    Anthropic {
+        #[serde(default = "default_anthropic_url")]
+        base_url: String,
+        model: String,
+        #[serde(default = "default_anthropic_key_env")]
+        api_key_env: String,
+        #[serde(default = "default_max_tokens")]
+        max_tokens: u32,
+    },
+    Local {
+        path: PathBuf,
+        #[serde(default)]
+        threads: Option<usize>,
+        #[serde(default = "default_max_tokens")]
+        max_new_tokens: u32,
+    },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelStyle {
+    /// One output token with log-probabilities over single-token labels.
+    #[default]
+    Decision,
+    /// A JSON answer on the last line, optionally after reasoning.
+    Text,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScreenConfig {
+    pub model: ModelConfig,
+    /// The screen skips review only when it chose allow with P(allow) at least this / 100.
+    #[serde(default = "default_threshold")]
+    pub allow_threshold_percent: u8,
+    #[serde(default = "default_screen_timeout")]
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    #[default]
+    Ask,
+    Deny,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDeny {
+    #[default]
+    Deny,
+    Ask,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewConfig {
+    pub model: ModelConfig,
+    #[serde(default)]
+    pub on_error: OnError,
+    #[serde(default)]
+    pub on_deny: OnDeny,
+    #[serde(default = "default_review_timeout")]
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionConfig {
+    #[serde(default = "default_consecutive_denials")]
+    pub max_consecutive_denials: u32,
+    #[serde(default = "default_total_denials")]
+    pub max_total_denials: u32,
+    /// Sessions idle longer than this are forgotten.
+    #[serde(default = "default_session_ttl")]
+    pub ttl_secs: u64,
+    /// At most this many sessions are tracked; the least recently seen is forgotten first.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            max_consecutive_denials: default_consecutive_denials(),
+            max_total_denials: default_total_denials(),
+            ttl_secs: default_session_ttl(),
+            max_sessions: default_max_sessions(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    #[serde(default = "default_bind")]
+    pub bind: String,
+    /// Environment variable holding bearer tokens, comma-separated.
+    #[serde(default)]
+    pub tokens_env: Option<String>,
+    /// File holding bearer tokens, one a line.
+    #[serde(default)]
+    pub tokens_file: Option<PathBuf>,
+    #[serde(default = "default_body_limit")]
+    pub body_limit_bytes: usize,
+    #[serde(default = "default_decision_timeout")]
+    pub decision_timeout_ms: u64,
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: usize,
+    #[serde(default)]
+    pub audit_log: Option<PathBuf>,
+    #[serde(default = "default_audit_rotate")]
+    pub audit_rotate_bytes: u64,
+    #[serde(default = "default_grace")]
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            bind: default_bind(),
+            tokens_env: None,
+            tokens_file: None,
+            body_limit_bytes: default_body_limit(),
+            decision_timeout_ms: default_decision_timeout(),
+            max_concurrency: default_max_concurrency(),
+            audit_log: None,
+            audit_rotate_bytes: default_audit_rotate(),
+            shutdown_grace_secs: default_grace(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_presets() -> Vec<Preset> {
+    vec![Preset::ClaudeCode, Preset::Codex]
+}
+fn default_questionnaire_tools() -> Vec<String> {
+    vec!["AskUserQuestion".to_owned()]
+}
+fn default_costly_budget() -> u32 {
+    10
+}
+fn default_min_label_mass() -> f64 {
+    0.5
+}
+fn default_anthropic_url() -> String {
+    "https://api.anthropic.com".to_owned()
+}
+fn default_anthropic_key_env() -> String {
+    "ANTHROPIC_API_KEY".to_owned()
+}
+fn default_max_tokens() -> u32 {
+    1024
+}
+fn default_threshold() -> u8 {
+    95
+}
+fn default_screen_timeout() -> u64 {
+    5_000
+}
+fn default_review_timeout() -> u64 {
+    30_000
+}
+fn default_consecutive_denials() -> u32 {
+    3
+}
+fn default_total_denials() -> u32 {
+    20
+}
+fn default_session_ttl() -> u64 {
+    24 * 3600
+}
+fn default_max_sessions() -> usize {
+    10_000
+}
+fn default_bind() -> String {
+    "127.0.0.1:8787".to_owned()
+}
+fn default_body_limit() -> usize {
+    2 * 1024 * 1024
+}
+fn default_decision_timeout() -> u64 {
+    60_000
+}
+fn default_max_concurrency() -> usize {
+    64
+}
+fn default_audit_rotate() -> u64 {
+    100 * 1024 * 1024
+}
+fn default_grace() -> u64 {
+    30
+}
+
+impl Config {
+    /// Parses and validates a config. `origin` names the source in error messages.
+    pub fn from_toml_str(origin: &str, text: &str) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|error| ConfigError::Parse {
+            path: origin.to_owned(),
+            message: error.to_string().trim_end().to_owned(),
+        })?;
+        config
+            .validate()
+            .map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
+        // Compiling the gate checks every rule's examples, so a config whose rules do not do
+        // what their examples say never loads.
+        crate::gate::Gate::new(&config)
+            .map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
+        Ok(config)
+    }
+
+    /// Loads the config at `path`, or the built-in defaults when `path` is `None`.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        Self::from_toml_str(&path.display().to_string(), &text)
+    }
+
+    /// The field-level checks that serde cannot express.
+    fn validate(&self) -> Result<(), String> {
+        if let Some(home) = &self.workspace.home
+            && !home.starts_with('/')
+        {
+            return Err(format!("`workspace.home` must be an absolute path, got `{home}`"));
+        }
+        for (index, root) in self.workspace.roots.iter().enumerate() {
+            if !root.starts_with('/') {
+                return Err(format!("`workspace.roots[{index}]` must be an absolute path, got `{root}`"));
+            }
+        }
+        let mut tool_names = HashSet::new();
+        for (index, tool) in self.tools.define.iter().enumerate() {
+            if tool.name.trim().is_empty() {
+                return Err(format!("`tools.define[{index}].name` must not be empty"));
+            }
+            if !tool_names.insert(tool.name.as_str()) {
+                return Err(format!("`tools.define[{index}]`: tool `{}` is defined twice", tool.name));
+            }
+            let arguments = &tool.arguments;
+            if arguments.workdir.is_some() && arguments.shell.is_none() {
+                return Err(format!(
+                    "`tools.define[{index}]` (`{}`): `arguments.workdir` needs `arguments.shell`",
+                    tool.name
+                ));
+            }
+        }
+        let mut rule_ids = HashSet::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            let valid_id = !rule.id.is_empty()
+                && rule.id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+            if !valid_id {
+                return Err(format!(
+                    "`rules[{index}].id` `{}` must be non-empty letters, digits, `-`, `_` or `.`",
+                    rule.id
+                ));
+            }
+            if !rule_ids.insert(rule.id.as_str()) {
+                return Err(format!("`rules[{index}].id` `{}` is used twice", rule.id));
+            }
+            if rule.reason.trim().is_empty() {
+                return Err(format!("rule `{}`: `reason` must say why the rule exists", rule.id));
+            }
+            if rule.match_examples.is_empty() {
+                return Err(format!(
+                    "rule `{}`: add at least one `match` example, e.g. match = [\"…\"]; examples are checked when the config loads",
+                    rule.id
+                ));
+            }
+            if rule.command_prefix.is_some() && rule.path_glob.is_some() {
+                return Err(format!(
+                    "rule `{}`: give `command_prefix` or `path_glob`, not both; split it into two rules",
+                    rule.id
+                ));
+            }
+            if rule.tool.to_vec().is_empty() {
+                return Err(format!("rule `{}`: `tool` must name at least one tool", rule.id));
+            }
+        }
+        if let Some(screen) = &self.screen {
+            if !(50..=100).contains(&screen.allow_threshold_percent) {
+                return Err(format!(
+                    "`screen.allow_threshold_percent` must be within 50..=100, got {}",
+                    screen.allow_threshold_percent
+                ));
+            }
+            if screen.timeout_ms == 0 {
+                return Err("`screen.timeout_ms` must be greater than 0".to_owned());
+            }
+            validate_model("screen.model", &screen.model)?;
+        }
+        if let Some(review) = &self.review {
+            if review.timeout_ms == 0 {
+                return Err("`review.timeout_ms` must be greater than 0".to_owned());
+            }
+            validate_model("review.model", &review.model)?;
+        }
+        let session = &self.session;
+        if session.max_consecutive_denials == 0 || session.max_total_denials == 0 {
+            return Err("`session.max_consecutive_denials` and `session.max_total_denials` must be at least 1".to_owned());
+        }
+        if session.max_sessions == 0 || session.ttl_secs == 0 {
+            return Err("`session.max_sessions` and `session.ttl_secs` must be at least 1".to_owned());
+        }
+        self.validate_server()
+    }
+
+    fn validate_server(&self) -> Result<(), String> {
+        let server = &self.server;
+        let address: SocketAddr = server.bind.parse().map_err(|_| {
+            format!("`server.bind` `{}` is not an address such as `127.0.0.1:8787`", server.bind)
+        })?;
+        if !address.ip().is_loopback() && server.tokens_env.is_none() && server.tokens_file.is_none() {
+            return Err(format!(
+                "`server.bind` `{}` is reachable from other machines but no tokens are configured; set `server.tokens_env` or `server.tokens_file`, or bind to 127.0.0.1",
+                server.bind
+            ));
+        }
+        if server.body_limit_bytes == 0 || server.max_concurrency == 0 || server.decision_timeout_ms == 0 {
+            return Err("`server.body_limit_bytes`, `server.max_concurrency` and `server.decision_timeout_ms` must be greater than 0".to_owned());
+        }
+        Ok(())
+    }
+
+    /// The home directory used for `~`.
+    pub fn home(&self) -> String {
+        self.workspace
+            .home
+            .clone()
+            .or_else(|| std::env::var("HOME").ok().filter(|home| home.starts_with('/')))
+            .unwrap_or_else(|| "/root".to_owned())
+    }
+
+    /// A few lines describing the loaded config, for `permit check-config`.
+    pub fn summary(&self, tool_count: usize) -> String {
+        let mut lines = vec![
+            format!("mode: {}", self.mode.as_str()),
+            format!(
+                "workspace: {}{}",
+                if self.workspace.use_request_cwd { "the request's cwd" } else { "configured roots only" },
+                if self.workspace.roots.is_empty() {
+                    String::new()
+                } else {
+                    format!(" plus {}", self.workspace.roots.join(", "))
+                }
+            ),
+            format!(
+                "tools: {tool_count} known (presets: {}; {} operator-defined); request annotations {}",
+                self.tools
+                    .presets
+                    .iter()
+                    .map(|preset| match preset {
+                        Preset::ClaudeCode => "claude-code",
+                        Preset::Codex => "codex",
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.tools.define.len(),
+                if self.tools.trust_request_annotations { "trusted" } else { "ignored" }
+            ),
+            format!(
+                "rules: {} ({} examples checked)",
+                self.rules.len(),
+                self.rules.iter().map(|rule| rule.match_examples.len() + rule.not_match.len()).sum::<usize>()
+            ),
+        ];
+        for rule in &self.rules {
+            lines.push(format!("  - {} → {:?}: {}", rule.id, rule.decision, rule.reason));
+        }
+        lines.push(format!(
+            "reversibility: {}",
+            if self.reversibility.enabled {
+                format!("on, {} costly calls per session", self.reversibility.costly_budget_per_session)
+            } else {
+                "off".to_owned()
+            }
+        ));
+        lines.push(match &self.screen {
+            Some(screen) => format!(
+                "screen: {} (allow at P(allow) ≥ {}%)",
+                describe_model(&screen.model),
+                screen.allow_threshold_percent
+            ),
+            None => "screen: none".to_owned(),
+        });
+        lines.push(match &self.review {
+            Some(review) => format!("review: {}", describe_model(&review.model)),
+            None => "review: none (calls that need the classifier go to a person)".to_owned(),
+        });
+        lines.push(format!("server: {}", self.server.bind));
+        lines.join("\n")
+    }
+}
+
+fn describe_model(model: &ModelConfig) -> String {
+    match model {
+        ModelConfig::Openai { base_url, model, style, .. } => {
+            format!("openai `{model}` at {base_url} ({style:?} style)")
+        }
+        ModelConfig::Anthropic { model, .. } => format!("anthropic `{model}`"),
+        ModelConfig::Local { path, .. } => format!("local `{}`", path.display()),
+    }
+}
+
+fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
+    match model {
+        ModelConfig::Openai { base_url, model, min_label_mass, .. } => {
+            validate_url(field, base_url)?;
+            if model.trim().is_empty() {
+                return Err(format!("`{field}.model` must name a model"));
+            }
+            if !(0.0..=1.0).contains(min_label_mass) || min_label_mass.is_nan() {
+                return Err(format!("`{field}.min_label_mass` must be within 0..=1, got {min_label_mass}"));
+            }
+            Ok(())
+        }
+        ModelConfig::Anthropic { base_url, model, max_tokens, .. } => {
+            validate_url(field, base_url)?;
+            if model.trim().is_empty() {
+                return Err(format!("`{field}.model` must name a model"));
+            }
+            if *max_tokens == 0 {
+                return Err(format!("`{field}.max_tokens` must be greater than 0"));
+            }
+            Ok(())
+        }
+        ModelConfig::Local { threads, .. } => {
+            if *threads == Some(0) {
+                return Err(format!("`{field}.threads` must be at least 1"));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn validate_url(field: &str, url: &str) -> Result<(), String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(format!("`{field}.base_url` `{url}` must start with http:// or https://"))
+    }
+}
+
+/// Reversibility of a configured tool, if the operator declared one.
+pub fn reversibility_of(annotations: &ToolAnnotations) -> Option<Reversibility> {
+    annotations.reversibility
+}

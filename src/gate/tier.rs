@@ -1,0 +1,201 @@
+//! The tool registry and the structural tier: what a tool can do, from its annotations alone.
+//!
+//! Decides a call's starting tier from the tool's MCP-style annotations, never from its
+//! arguments. Fails closed: a tool the registry does not know is `high`, and annotations sent by
+//! the caller for such a tool are ignored unless the operator opted in.
+
+use std::collections::HashMap;
+
+use crate::config::{ArgumentSpec, Config, Preset, ToolDefinition};
+use crate::decision::Tier;
+use crate::request::{Reversibility, ToolAnnotations};
+
+/// A tool the gate knows: its annotations and how its arguments are analysed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub annotations: ToolAnnotations,
+    pub arguments: ArgumentSpec,
+}
+
+impl ToolSpec {
+    /// The structural tier: `low` = read-only, not destructive, not open-world; `medium` = not
+    /// destructive, not open-world; `high` = destructive or open-world. Missing hints take MCP's
+    /// defaults (not read-only, destructive, open-world), so an unannotated tool is `high`.
+    pub fn structural_tier(&self) -> Tier {
+        structural_tier(&self.annotations)
+    }
+
+    pub fn reversibility(&self) -> Option<Reversibility> {
+        self.annotations.reversibility
+    }
+}
+
+pub fn structural_tier(annotations: &ToolAnnotations) -> Tier {
+    let read_only = annotations.read_only.unwrap_or(false);
+    let destructive = annotations.destructive.unwrap_or(true);
+    let open_world = annotations.open_world.unwrap_or(true);
+    if destructive || open_world {
+        Tier::High
+    } else if read_only {
+        Tier::Low
+    } else {
+        Tier::Medium
+    }
+}
+
+/// Every tool the gate knows, by exact name.
+#[derive(Clone, Debug, Default)]
+pub struct ToolRegistry {
+    tools: HashMap<String, ToolSpec>,
+}
+
+impl ToolRegistry {
+    pub fn from_config(config: &Config) -> Self {
+        let mut tools = HashMap::new();
+        for preset in &config.tools.presets {
+            for spec in preset_tools(*preset) {
+                tools.insert(spec.name.clone(), spec);
+            }
+        }
+        for definition in &config.tools.define {
+            let spec = spec_from_definition(definition);
+            tools.insert(spec.name.clone(), spec);
+        }
+        Self { tools }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.get(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+fn spec_from_definition(definition: &ToolDefinition) -> ToolSpec {
+    ToolSpec {
+        name: definition.name.clone(),
+        annotations: definition.annotations,
+        arguments: definition.arguments.clone(),
+    }
+}
+
+const fn hints(read_only: bool, destructive: bool, open_world: bool) -> ToolAnnotations {
+    ToolAnnotations {
+        read_only: Some(read_only),
+        destructive: Some(destructive),
+        idempotent: Some(read_only),
+        open_world: Some(open_world),
+        reversibility: None,
+    }
+}
+
+/// Read-only, closed-world: `low`.
+const READ: ToolAnnotations = hints(true, false, false);
+/// Writes, but nothing outside the machine and nothing destroyed by design: `medium`.
+const WRITE: ToolAnnotations = hints(false, false, false);
+/// Reads, but reaches the open world (the web): `high`.
+const OPEN_READ: ToolAnnotations = hints(true, false, true);
+/// Runs arbitrary commands: `high`. Argument analysis may lower a known-safe command to `low`.
+const EXECUTE: ToolAnnotations = hints(false, true, true);
+
+fn spec(name: &str, annotations: ToolAnnotations, arguments: ArgumentSpec) -> ToolSpec {
+    ToolSpec { name: name.to_owned(), annotations, arguments }
+}
+
+fn none() -> ArgumentSpec {
+    ArgumentSpec::default()
+}
+
+fn reads(fields: &[&str]) -> ArgumentSpec {
+    ArgumentSpec { read_paths: fields.iter().map(|field| (*field).to_owned()).collect(), ..ArgumentSpec::default() }
+}
+
+fn writes(fields: &[&str]) -> ArgumentSpec {
+    ArgumentSpec { write_paths: fields.iter().map(|field| (*field).to_owned()).collect(), ..ArgumentSpec::default() }
+}
+
+fn shell(field: &str, workdir: Option<&str>) -> ArgumentSpec {
+    ArgumentSpec {
+        shell: Some(field.to_owned()),
+        workdir: workdir.map(str::to_owned),
+        ..ArgumentSpec::default()
+    }
+}
+
+/// The built-in tool presets. Names and argument fields follow the tools' published schemas.
+pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
+    match preset {
+        Preset::ClaudeCode => vec![
+            spec("Read", READ, reads(&["file_path"])),
+            spec("NotebookRead", READ, reads(&["notebook_path"])),
+            spec("Glob", READ, ArgumentSpec { glob: Some("pattern".to_owned()), ..reads(&["path"]) }),
+            spec("Grep", READ, reads(&["path"])),
+            spec("LS", READ, reads(&["path"])),
+            spec("Edit", WRITE, writes(&["file_path"])),
+            spec("MultiEdit", WRITE, writes(&["file_path"])),
+            spec("Write", WRITE, writes(&["file_path"])),
+            spec("NotebookEdit", WRITE, writes(&["notebook_path"])),
+            spec("Bash", EXECUTE, shell("command", None)),
+            // Reading a background shell's output or stopping it touches nothing new.
+            spec("BashOutput", READ, none()),
+            spec("KillShell", WRITE, none()),
+            spec("KillBash", WRITE, none()),
+            spec("WebFetch", OPEN_READ, none()),
+            spec("WebSearch", OPEN_READ, none()),
+            // A subagent's own calls come through the gate one by one; launching it changes nothing.
+            spec("Task", WRITE, none()),
+            spec("TodoWrite", READ, none()),
+            spec("AskUserQuestion", READ, none()),
+            spec("ExitPlanMode", READ, none()),
+        ],
+        Preset::Codex => vec![
+            spec("shell", EXECUTE, shell("command", Some("workdir"))),
+            spec("shell_command", EXECUTE, shell("command", Some("workdir"))),
+            spec("exec_command", EXECUTE, shell("cmd", Some("workdir"))),
+            spec("local_shell", EXECUTE, shell("command", Some("working_directory"))),
+            spec("apply_patch", WRITE, ArgumentSpec { patch: Some("input".to_owned()), ..none() }),
+            spec("read_file", READ, reads(&["file_path"])),
+            spec("list_dir", READ, reads(&["dir_path"])),
+            spec("grep_files", READ, reads(&["path"])),
+            spec("view_image", READ, reads(&["path"])),
+            spec("update_plan", READ, none()),
+            spec("web_search", OPEN_READ, none()),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiers_follow_the_annotation_table() {
+        assert_eq!(structural_tier(&READ), Tier::Low);
+        assert_eq!(structural_tier(&WRITE), Tier::Medium);
+        assert_eq!(structural_tier(&OPEN_READ), Tier::High);
+        assert_eq!(structural_tier(&EXECUTE), Tier::High);
+        // MCP defaults are the cautious ones: no hints at all is high.
+        assert_eq!(structural_tier(&ToolAnnotations::default()), Tier::High);
+        // Read-only but destructive is contradictory; destructive wins.
+        assert_eq!(structural_tier(&hints(true, true, false)), Tier::High);
+    }
+
+    #[test]
+    fn presets_hold_the_tools_agents_use() {
+        let registry = ToolRegistry::from_config(&Config::default());
+        for name in ["Read", "Edit", "Bash", "WebFetch", "AskUserQuestion", "shell", "apply_patch"] {
+            assert!(registry.get(name).is_some(), "{name}");
+        }
+        assert_eq!(registry.get("Read").unwrap().structural_tier(), Tier::Low);
+        assert_eq!(registry.get("Edit").unwrap().structural_tier(), Tier::Medium);
+        assert_eq!(registry.get("Bash").unwrap().structural_tier(), Tier::High);
+        assert!(registry.get("read_file_of_doom").is_none());
+    }
+}

@@ -1,0 +1,4 @@
+pub mod config;
+pub mod decision;
+pub mod gate;
+pub mod request;
