@@ -91,6 +91,10 @@ pub enum ReasonCode {
     CriticalCommand,
     /// A known command was used with a flag that makes it unsafe (`find -delete`, `sed -i`, …).
     DangerousFlag,
+    /// A shell part runs a command that is not on the known-safe table.
+    UnlistedCommand,
+    /// The call's arguments are missing or of the wrong type for the tool.
+    MalformedArguments,
     /// The shell command could not be parsed (or nests too deeply), so it cannot be vouched for.
     ShellParseError,
     /// A shell part runs something whose words are only known at run time (`$CMD`, `$(…)` as a name).
@@ -135,6 +139,8 @@ impl ReasonCode {
             ReasonCode::CriticalCommand => "critical_command",
             ReasonCode::DangerousFlag => "dangerous_flag",
             ReasonCode::ShellParseError => "shell_parse_error",
+            ReasonCode::UnlistedCommand => "unlisted_command",
+            ReasonCode::MalformedArguments => "malformed_arguments",
             ReasonCode::DynamicCommand => "dynamic_command",
             ReasonCode::PrivilegeEscalation => "privilege_escalation",
             ReasonCode::OpaqueExecution => "opaque_execution",

@@ -1,5 +1,722 @@
+//! Stage 0, the deterministic tier gate: pure, synchronous, no I/O, microseconds.
+//!
+//! Decides `allow | classify | ask | deny` for one pending call from the tool's structural tier,
+//! argument analysis (shell parts, paths), operator rules and the mode. Never calls a model and
+//! never loosens a decision on a model's say-so. Fails closed: an unknown tool is `high`, a
+//! malformed argument or an unparsable command is `high`, a critical finding is a hard deny that
+//! no rule and no later stage can override. Every outcome is explained: tier, the ids of the
+//! table entries and operator rules that matched, and stable reason codes.
+
+pub mod modes;
 pub mod paths;
+pub mod reversibility;
+pub mod rules;
 pub mod shell;
+pub mod tables;
 pub mod tier;
-pub struct Gate;
-impl Gate { pub fn new(_c: &crate::config::Config) -> Result<Self, String> { Ok(Gate) } }
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::config::{Config, Mode, RuleDecision};
+use crate::decision::{GateAction, ReasonCode, Tier};
+use crate::gate::paths::{Access, Workspace};
+use crate::gate::rules::{CompiledRule, Matcher, RuleSet};
+use crate::gate::shell::CommandPart;
+use crate::gate::tables::Verdict;
+use crate::gate::tier::{ToolRegistry, ToolSpec};
+use crate::request::{PendingCall, Reversibility};
+
+/// The compiled gate: registry, rules and mode. Cheap to share between threads.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    mode: Mode,
+    registry: ToolRegistry,
+    rules: RuleSet,
+    trust_request_annotations: bool,
+    use_request_cwd: bool,
+    extra_roots: Vec<String>,
+    home: String,
+    reversibility_enabled: bool,
+}
+
+/// One explained observation behind an outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub code: ReasonCode,
+    /// What it is about: a shell part, a path, a tool name.
+    pub subject: String,
+    pub detail: String,
+    /// The table entry or operator rule id, when one is responsible.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+}
+
+/// The gate's explained answer for one call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GateOutcome {
+    pub action: GateAction,
+    /// The tier after argument analysis (the strictest part).
+    pub tier: Tier,
+    /// The tier from the tool's annotations alone.
+    pub structural_tier: Tier,
+    /// A critical finding or `hard_deny` rule: nothing may override this deny.
+    pub hard_deny: bool,
+    /// `reviewer` mode: a classifier may turn this into `ask`, never allow something new.
+    pub veto_only: bool,
+    /// `false` for irreversible tools: a model's allow becomes `ask`.
+    pub model_may_allow: bool,
+    pub reversibility: Option<Reversibility>,
+    /// Ids of the built-in table entries and operator rules that matched.
+    pub rules: Vec<String>,
+    /// Every reason code observed, deduplicated, in the order first seen.
+    pub reason_codes: Vec<ReasonCode>,
+    /// The code that decided the action.
+    pub primary: ReasonCode,
+    pub findings: Vec<Finding>,
+}
+
+impl GateOutcome {
+    /// The fixed sentence shown for a `deny` or `ask`, naming the rule or check responsible.
+    pub fn reason(&self) -> Option<String> {
+        if self.action == GateAction::Allow {
+            return None;
+        }
+        let finding = self.findings.iter().find(|finding| finding.code == self.primary);
+        let detail = match finding {
+            Some(finding) => {
+                let rule = finding.rule.as_ref().map(|rule| format!(" (rule `{rule}`)")).unwrap_or_default();
+                if finding.subject.is_empty() {
+                    format!("{}{rule}", finding.detail)
+                } else {
+                    format!("`{}`: {}{rule}", finding.subject, finding.detail)
+                }
+            }
+            None => format!("reason code `{}`", self.primary),
+        };
+        Some(match self.action {
+            GateAction::Deny if self.hard_deny => format!("blocked by permit, and no approval can unblock it: {detail}"),
+            GateAction::Deny => format!("blocked by permit: {detail}"),
+            GateAction::Ask => format!("permit needs a person to approve this call: {detail}"),
+            GateAction::Classify => format!("this call needs review: {detail}"),
+            GateAction::Allow => detail,
+        })
+    }
+}
+
+/// What the gate knows about the request around a call.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallContext<'a> {
+    pub cwd: Option<&'a str>,
+}
+
+/// One judged piece of a call: a shell part, a structural finding, or the whole call.
+struct Unit {
+    /// The command judgement (tables, or the tool's structural tier).
+    command_tier: Tier,
+    /// The strictest path finding.
+    path_tier: Tier,
+    findings: Vec<Finding>,
+    rules: Vec<String>,
+    /// Paths the unit touches, resolved, for path-glob rules.
+    paths: Vec<String>,
+    /// The shell part's words, for command-prefix rules.
+    argv: Option<Vec<String>>,
+    /// Code explaining `command_tier`.
+    command_code: ReasonCode,
+}
+
+impl Unit {
+    fn new(command_tier: Tier, command_code: ReasonCode) -> Self {
+        Unit {
+            command_tier,
+            path_tier: Tier::Low,
+            findings: Vec::new(),
+            rules: Vec::new(),
+            paths: Vec::new(),
+            argv: None,
+            command_code,
+        }
+    }
+
+    fn add(&mut self, code: ReasonCode, subject: impl Into<String>, detail: impl Into<String>, rule: Option<String>) {
+        self.findings.push(Finding { code, subject: subject.into(), detail: detail.into(), rule });
+    }
+}
+
+/// How severe a reason code is, for picking the one that explains an outcome.
+fn severity(code: ReasonCode) -> u8 {
+    match code {
+        ReasonCode::HardDenyRule => 100,
+        ReasonCode::CriticalCommand => 95,
+        ReasonCode::OperatorRule => 90,
+        ReasonCode::CostlyBudgetExhausted => 85,
+        ReasonCode::CredentialPath => 80,
+        ReasonCode::AgentPolicyPath => 78,
+        ReasonCode::PersistencePath => 76,
+        ReasonCode::SystemPath => 74,
+        ReasonCode::PathEscape => 72,
+        ReasonCode::PathOutsideWorkspace => 70,
+        ReasonCode::NoWorkspace => 69,
+        ReasonCode::PrivilegeEscalation => 65,
+        ReasonCode::DangerousFlag => 60,
+        ReasonCode::OpaqueExecution => 58,
+        ReasonCode::DynamicCommand => 56,
+        ReasonCode::ShellParseError => 55,
+        ReasonCode::MalformedArguments => 54,
+        ReasonCode::UnknownTool => 50,
+        ReasonCode::UntrustedAnnotationsIgnored => 49,
+        ReasonCode::UnlistedCommand => 40,
+        ReasonCode::Irreversible => 30,
+        ReasonCode::ModeTier => 20,
+        ReasonCode::KnownSafeCommand => 10,
+        ReasonCode::NoClassifier => 5,
+    }
+}
+
+fn detail_for(code: ReasonCode) -> &'static str {
+    match code {
+        ReasonCode::CredentialPath => "is a credential location",
+        ReasonCode::AgentPolicyPath => "is one of the agent's own permission or policy files",
+        ReasonCode::PersistencePath => "is a location that runs code later (shell start-up, cron, hooks)",
+        ReasonCode::SystemPath => "is a system location",
+        ReasonCode::PathEscape => "climbs out of the workspace with `..`",
+        ReasonCode::PathOutsideWorkspace => "is outside the workspace",
+        ReasonCode::NoWorkspace => "cannot be placed: the request has no usable workspace (`cwd` missing or too broad)",
+        ReasonCode::CriticalCommand => "is a write that is never allowed",
+        _ => "raises the tier",
+    }
+}
+
+impl Gate {
+    /// Compiles the gate and checks every operator rule's examples.
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let registry = ToolRegistry::from_config(config);
+        for rule in &config.rules {
+            for tool in rule.tool.to_vec() {
+                if let Some(spec) = registry.get(&tool)
+                    && rule.command_prefix.is_some()
+                    && spec.arguments.shell.is_none()
+                {
+                    return Err(format!(
+                        "rule `{}` has `command_prefix`, but tool `{tool}` takes no shell command; use `path_glob` or no matcher",
+                        rule.id
+                    ));
+                }
+            }
+        }
+        let gate = Gate {
+            mode: config.mode,
+            registry,
+            rules: RuleSet::compile(&config.rules)?,
+            trust_request_annotations: config.tools.trust_request_annotations,
+            use_request_cwd: config.workspace.use_request_cwd,
+            extra_roots: config.workspace.roots.clone(),
+            home: config.home(),
+            reversibility_enabled: config.reversibility.enabled,
+        };
+        gate.check_rule_examples(config)?;
+        Ok(gate)
+    }
+
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Runs each rule's `match` and `not_match` examples (as calls from `/workspace`) and
+    /// fails with a message that says which example disagrees.
+    fn check_rule_examples(&self, config: &Config) -> Result<(), String> {
+        let context = CallContext { cwd: Some(rules::EXAMPLE_CWD) };
+        for rule_config in &config.rules {
+            for (examples, expected) in [(&rule_config.match_examples, true), (&rule_config.not_match, false)] {
+                for example in examples {
+                    let (tool, input) = rules::example_call(rule_config, example, &self.registry)?;
+                    let call = PendingCall { id: "example".to_owned(), name: tool.clone(), input, annotations: None };
+                    let outcome = self.evaluate(&call, context);
+                    let matched = outcome.rules.iter().any(|id| id == &rule_config.id);
+                    if matched != expected {
+                        let shown = match example {
+                            crate::config::RuleExample::Text(text) => text.clone(),
+                            crate::config::RuleExample::Input(input) => Value::Object(input.clone()).to_string(),
+                        };
+                        return Err(format!(
+                            "rule `{}`: the {} example `{shown}` {} (tool `{tool}`, cwd `{}`); fix the rule or the example",
+                            rule_config.id,
+                            if expected { "`match`" } else { "`not_match`" },
+                            if expected { "does not match the rule" } else { "matches the rule" },
+                            rules::EXAMPLE_CWD
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Judges one call. Pure: the same call and context always give the same outcome.
+    pub fn evaluate(&self, call: &PendingCall, context: CallContext<'_>) -> GateOutcome {
+        let workspace = Workspace::new(context.cwd, self.use_request_cwd, &self.extra_roots, &self.home);
+        let mut call_findings = Vec::new();
+        let spec = self.resolve_spec(call, &mut call_findings);
+        let structural_tier = spec.as_ref().map(ToolSpec::structural_tier).unwrap_or(Tier::High);
+        let command_code = if spec.is_some() { ReasonCode::ModeTier } else { ReasonCode::UnknownTool };
+
+        let mut units = match &spec {
+            Some(spec) if spec.arguments.shell.is_some() => self.shell_units(spec, call, context.cwd, &workspace),
+            Some(spec) => vec![self.file_unit(spec, call, context.cwd, &workspace, structural_tier)],
+            None => vec![Unit::new(Tier::High, ReasonCode::UnknownTool)],
+        };
+        if let Some(first) = units.first_mut() {
+            first.findings.extend(call_findings);
+            if spec.is_none() {
+                first.add(ReasonCode::UnknownTool, call.name.clone(), "is not a configured tool, so it is treated as high tier", None);
+            }
+        }
+        let _ = command_code;
+
+        self.combine(call, units.as_mut_slice(), &spec, structural_tier, &workspace)
+    }
+
+    fn resolve_spec(&self, call: &PendingCall, findings: &mut Vec<Finding>) -> Option<ToolSpec> {
+        if let Some(spec) = self.registry.get(&call.name) {
+            return Some(spec.clone());
+        }
+        let annotations = call.annotations?;
+        if self.trust_request_annotations {
+            return Some(ToolSpec { name: call.name.clone(), annotations, arguments: Default::default() });
+        }
+        findings.push(Finding {
+            code: ReasonCode::UntrustedAnnotationsIgnored,
+            subject: call.name.clone(),
+            detail: "sent its own annotations, which are ignored for tools the operator did not configure".to_owned(),
+            rule: None,
+        });
+        None
+    }
+
+    fn shell_units(&self, spec: &ToolSpec, call: &PendingCall, cwd: Option<&str>, workspace: &Workspace) -> Vec<Unit> {
+        let structural = spec.structural_tier();
+        let field = spec.arguments.shell.as_deref().unwrap_or("command");
+        let command = match call.input.get(field) {
+            Some(Value::String(command)) if !command.trim().is_empty() => command.clone(),
+            Some(Value::Array(words)) if !words.is_empty() && words.iter().all(Value::is_string) => {
+                let words: Vec<String> = words.iter().filter_map(|word| word.as_str().map(str::to_owned)).collect();
+                shell::join_argv(&words)
+            }
+            _ => {
+                let mut unit = Unit::new(Tier::High, ReasonCode::MalformedArguments);
+                unit.add(ReasonCode::MalformedArguments, field, format!("`{field}` must be a non-empty command string or argv array"), None);
+                return vec![unit];
+            }
+        };
+        let mut base = cwd.map(str::to_owned);
+        if let Some(workdir_field) = &spec.arguments.workdir
+            && let Some(Value::String(workdir)) = call.input.get(workdir_field)
+        {
+            base = paths::resolve(workdir, cwd, workspace.home());
+        }
+        let analysis = shell::analyze(&command, base.as_deref(), workspace.home());
+        let mut units = Vec::with_capacity(analysis.parts.len() + analysis.findings.len());
+        for finding in analysis.findings {
+            let mut unit = Unit::new(finding.tier, finding.code);
+            unit.add(finding.code, truncate(&command, 120), finding.detail, finding.rule.map(str::to_owned));
+            if let Some(rule) = finding.rule {
+                unit.rules.push(rule.to_owned());
+            }
+            units.push(unit);
+        }
+        for part in &analysis.parts {
+            units.push(self.part_unit(part, structural, workspace));
+        }
+        units
+    }
+
+    fn part_unit(&self, part: &CommandPart, structural: Tier, workspace: &Workspace) -> Unit {
+        let display = part.display();
+        let home = workspace.home();
+        let mut unit;
+        let mut access = Access::Write;
+        if let Some(entry) = tables::lookup_critical(part, home) {
+            unit = Unit::new(Tier::Critical, ReasonCode::CriticalCommand);
+            unit.add(ReasonCode::CriticalCommand, display.clone(), entry.description, Some(entry.id.to_owned()));
+            unit.rules.push(entry.id.to_owned());
+        } else if part.argv.is_empty() {
+            // A bare redirection (`> file`): judged by its paths alone.
+            unit = Unit::new(Tier::Low, ReasonCode::ModeTier);
+        } else if part.followed {
+            // `bash -c '…'`, `eval '…'`: the code it runs was split into parts judged on their own.
+            unit = Unit::new(Tier::Low, ReasonCode::ModeTier);
+        } else if part.dynamic_program {
+            unit = Unit::new(structural.max(Tier::High), ReasonCode::DynamicCommand);
+            unit.add(ReasonCode::DynamicCommand, display.clone(), "runs a program whose name is only known at run time", None);
+        } else {
+            match tables::lookup_safe(part) {
+                Some((entry, Verdict::Safe)) => {
+                    unit = Unit::new(entry.tier.min(structural.max(entry.tier)), ReasonCode::KnownSafeCommand);
+                    unit.rules.push(entry.id.to_owned());
+                    access = entry.access;
+                }
+                Some((entry, Verdict::Dangerous(flag))) => {
+                    unit = Unit::new(structural, ReasonCode::DangerousFlag);
+                    unit.add(
+                        ReasonCode::DangerousFlag,
+                        display.clone(),
+                        format!("uses {flag}, which the known-safe entry `{}` excludes", entry.id),
+                        Some(entry.id.to_owned()),
+                    );
+                }
+                Some((_, Verdict::NotCovered)) | None => {
+                    unit = Unit::new(structural, ReasonCode::UnlistedCommand);
+                    unit.add(ReasonCode::UnlistedCommand, display.clone(), "is not on the known-safe command table", None);
+                }
+            }
+        }
+        if part.privileged {
+            unit.command_tier = unit.command_tier.max(Tier::High);
+            unit.command_code = ReasonCode::PrivilegeEscalation;
+            unit.add(ReasonCode::PrivilegeEscalation, display.clone(), "runs with elevated privileges (`sudo`/`doas`)", None);
+        }
+        for (target, redirect_access) in &part.redirects {
+            match target {
+                Some(target) => {
+                    if *redirect_access == Access::Write {
+                        unit.command_tier = unit.command_tier.max(Tier::Medium);
+                    }
+                    self.judge_path(&mut unit, target, *redirect_access, part.cwd.as_deref(), workspace);
+                }
+                None => {
+                    unit.path_tier = unit.path_tier.max(Tier::High);
+                    unit.add(ReasonCode::DynamicCommand, display.clone(), "redirects to a file only known at run time", None);
+                }
+            }
+        }
+        // Where the part runs is itself read (`cd /etc && ls`, a `workdir` elsewhere); an unknown
+        // directory (after `cd "$X"`) cannot be placed and counts as outside.
+        let directory_findings = paths::judge(".", Access::Read, part.cwd.as_deref(), workspace);
+        for finding in directory_findings {
+            unit.path_tier = unit.path_tier.max(finding.tier);
+            unit.add(finding.code, finding.path, format!("{} (the directory the command runs in)", detail_for(finding.code)), None);
+        }
+        let program = part.program();
+        let pattern = pattern_argument(program, part.args());
+        let args = part.args();
+        for (index, arg) in args.iter().enumerate() {
+            let follows_pattern_flag = index > 0 && matches!(args[index - 1].as_str(), "-e" | "--regexp" | "--expression");
+            if Some(index) == pattern || (follows_pattern_flag && pattern_argument(program, &[]).is_none() && is_pattern_program(program)) {
+                continue;
+            }
+            if let Some(path) = path_like(arg, program) {
+                self.judge_path(&mut unit, path, access, part.cwd.as_deref(), workspace);
+            }
+        }
+        unit.argv = Some(part.argv.clone());
+        unit
+    }
+
+    fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {
+        for finding in paths::judge(raw, access, base, workspace) {
+            unit.path_tier = unit.path_tier.max(finding.tier);
+            let rule = (finding.code == ReasonCode::CriticalCommand).then(|| {
+                if finding.path.contains("authorized_keys") { "write-authorized-keys" } else { "raw-disk-write" }.to_owned()
+            });
+            if let Some(rule) = &rule {
+                unit.rules.push(rule.clone());
+            }
+            unit.add(finding.code, finding.path, detail_for(finding.code), rule);
+        }
+        if let Some(resolved) = paths::resolve(raw, base, workspace.home()) {
+            unit.paths.push(resolved);
+        }
+    }
+
+    fn file_unit(&self, spec: &ToolSpec, call: &PendingCall, cwd: Option<&str>, workspace: &Workspace, structural: Tier) -> Unit {
+        let mut unit = Unit::new(structural, ReasonCode::ModeTier);
+        let arguments = &spec.arguments;
+        let fields = arguments.read_paths.iter().map(|field| (field, Access::Read)).chain(arguments.write_paths.iter().map(|field| (field, Access::Write)));
+        for (field, access) in fields {
+            match call.input.get(field.as_str()) {
+                Some(Value::String(path)) if !path.is_empty() => self.judge_path(&mut unit, path, access, cwd, workspace),
+                // An optional read path defaults to the working directory.
+                None if access == Access::Read => {}
+                _ => {
+                    unit.command_tier = unit.command_tier.max(Tier::High);
+                    unit.command_code = ReasonCode::MalformedArguments;
+                    unit.add(ReasonCode::MalformedArguments, field.clone(), format!("`{field}` must be a non-empty path string"), None);
+                }
+            }
+        }
+        if let Some(field) = &arguments.glob
+            && let Some(Value::String(pattern)) = call.input.get(field.as_str())
+        {
+            let base = match call.input.get("path") {
+                Some(Value::String(path)) => paths::resolve(path, cwd, workspace.home()),
+                _ => cwd.map(str::to_owned),
+            };
+            let fixed = glob_fixed_prefix(pattern);
+            if !fixed.is_empty() {
+                self.judge_path(&mut unit, fixed, Access::Read, base.as_deref(), workspace);
+            }
+        }
+        if let Some(field) = &arguments.patch {
+            match call.input.get(field.as_str()) {
+                Some(Value::String(patch)) => {
+                    let targets = patch_paths(patch);
+                    if targets.is_empty() {
+                        unit.command_tier = unit.command_tier.max(Tier::High);
+                        unit.add(ReasonCode::MalformedArguments, field.clone(), "the patch names no file", None);
+                    }
+                    for target in targets {
+                        self.judge_path(&mut unit, target, Access::Write, cwd, workspace);
+                    }
+                }
+                _ => {
+                    unit.command_tier = unit.command_tier.max(Tier::High);
+                    unit.command_code = ReasonCode::MalformedArguments;
+                    unit.add(ReasonCode::MalformedArguments, field.clone(), format!("`{field}` must be a patch string"), None);
+                }
+            }
+        }
+        unit
+    }
+
+    /// Applies rules and the mode to every unit and combines them, strictest wins.
+    fn combine(&self, call: &PendingCall, units: &mut [Unit], spec: &Option<ToolSpec>, structural_tier: Tier, workspace: &Workspace) -> GateOutcome {
+        let mut action = GateAction::Allow;
+        let mut tier = Tier::Low;
+        let mut hard_deny = false;
+        let mut rules_matched: Vec<String> = Vec::new();
+        let mut decisive: Option<(GateAction, ReasonCode, usize)> = None;
+        let mut findings: Vec<Finding> = Vec::new();
+
+        let mut call_rules: Vec<&CompiledRule> = Vec::new();
+        self.rules.for_tool(&call.name, |rule| call_rules.push(rule));
+
+        for (index, unit) in units.iter_mut().enumerate() {
+            let mut allow_rule = false;
+            let mut rule_action: Option<GateAction> = None;
+            let mut unit_hard = false;
+            for rule in &call_rules {
+                let matched = match &rule.matcher {
+                    Matcher::AnyCall => true,
+                    Matcher::CommandPrefix(_) => unit.argv.as_ref().is_some_and(|argv| rule.matches_argv(argv)),
+                    Matcher::PathGlob { .. } => {
+                        let mut hits = unit.paths.iter().map(|path| rule.matches_path(path, workspace, workspace.home()));
+                        if rule.decision == RuleDecision::Allow {
+                            // An allow must cover every path it loosens.
+                            !unit.paths.is_empty() && hits.all(|hit| hit)
+                        } else {
+                            hits.any(|hit| hit)
+                        }
+                    }
+                };
+                if !matched {
+                    continue;
+                }
+                unit.rules.push(rule.id.clone());
+                let (rule_gate_action, code) = match rule.decision {
+                    RuleDecision::Allow => {
+                        allow_rule = true;
+                        continue;
+                    }
+                    RuleDecision::Classify => (GateAction::Classify, ReasonCode::OperatorRule),
+                    RuleDecision::Ask => (GateAction::Ask, ReasonCode::OperatorRule),
+                    RuleDecision::Deny => (GateAction::Deny, ReasonCode::OperatorRule),
+                    RuleDecision::HardDeny => {
+                        unit_hard = true;
+                        (GateAction::Deny, ReasonCode::HardDenyRule)
+                    }
+                };
+                unit.findings.push(Finding { code, subject: String::new(), detail: rule.reason.clone(), rule: Some(rule.id.clone()) });
+                rule_action = Some(rule_action.map_or(rule_gate_action, |current| current.max(rule_gate_action)));
+            }
+
+            let critical = unit.command_tier == Tier::Critical || unit.path_tier == Tier::Critical;
+            let command_tier = if allow_rule && !critical { Tier::Low } else { unit.command_tier };
+            let unit_tier = command_tier.max(unit.path_tier);
+            let mode_action = modes::action_for(self.mode, unit_tier);
+            let mut unit_action = match rule_action {
+                Some(rule_action) => mode_action.max(rule_action),
+                None => mode_action,
+            };
+            if critical || unit_hard {
+                unit_action = GateAction::Deny;
+            }
+            // A command the parser cannot read cannot be shown to be harmless, in any mode, so
+            // a person reads it; not even a model may wave it through.
+            if unit.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError) {
+                unit_action = unit_action.max(GateAction::Ask);
+            }
+            hard_deny |= critical || unit_hard;
+            tier = tier.max(unit_tier);
+
+            let code = unit
+                .findings
+                .iter()
+                .map(|finding| finding.code)
+                .max_by_key(|code| severity(*code))
+                .filter(|code| severity(*code) > severity(unit.command_code))
+                .unwrap_or(if allow_rule && !critical { ReasonCode::OperatorRule } else { unit.command_code });
+            let better = match decisive {
+                None => true,
+                Some((best_action, best_code, _)) => unit_action > best_action || (unit_action == best_action && severity(code) > severity(best_code)),
+            };
+            if better {
+                decisive = Some((unit_action, code, index));
+            }
+            action = action.max(unit_action);
+            for rule in unit.rules.drain(..) {
+                if !rules_matched.contains(&rule) {
+                    rules_matched.push(rule);
+                }
+            }
+            findings.append(&mut unit.findings);
+        }
+
+        let mut primary = decisive.map(|(_, code, _)| code).unwrap_or(ReasonCode::ModeTier);
+        let mut reason_codes: Vec<ReasonCode> = Vec::new();
+        for finding in &findings {
+            if !reason_codes.contains(&finding.code) {
+                reason_codes.push(finding.code);
+            }
+        }
+        if !reason_codes.contains(&primary) {
+            reason_codes.insert(0, primary);
+        }
+        if primary == ReasonCode::ModeTier && findings.iter().all(|finding| finding.code != ReasonCode::ModeTier) {
+            findings.push(Finding {
+                code: ReasonCode::ModeTier,
+                subject: call.name.clone(),
+                detail: format!("is a {tier}-tier call, which `{}` mode sends to {}", self.mode.as_str(), action.as_str()),
+                rule: None,
+            });
+        }
+
+        let reversibility = if self.reversibility_enabled { spec.as_ref().and_then(ToolSpec::reversibility) } else { None };
+        let model_may_allow = reversibility != Some(Reversibility::Irreversible);
+        if !model_may_allow {
+            reason_codes.push(ReasonCode::Irreversible);
+            findings.push(Finding {
+                code: ReasonCode::Irreversible,
+                subject: call.name.clone(),
+                detail: "is irreversible, so no model may allow it on its own".to_owned(),
+                rule: None,
+            });
+            if action == GateAction::Classify && primary == ReasonCode::ModeTier {
+                primary = ReasonCode::Irreversible;
+            }
+        }
+
+        GateOutcome {
+            action,
+            tier,
+            structural_tier,
+            hard_deny,
+            veto_only: self.mode == Mode::Reviewer,
+            model_may_allow,
+            reversibility,
+            rules: rules_matched,
+            reason_codes,
+            primary,
+            findings,
+        }
+    }
+}
+
+/// The part of an argument that names a file, if it looks like one. URLs, flags without a
+/// value and bare words are not paths; `--file=x` and curl's `@file` are.
+fn path_like<'a>(arg: &'a str, program: &str) -> Option<&'a str> {
+    let arg = if arg.starts_with('-') {
+        let (_, value) = arg.split_once('=')?;
+        value
+    } else {
+        arg
+    };
+    let arg = arg.strip_prefix('@').unwrap_or(arg);
+    if arg.is_empty() || arg.contains("://") || arg.contains('\n') {
+        return None;
+    }
+    if matches!(program, "echo" | "printf") {
+        // Printed text only counts as a path when it plainly is one.
+        return (arg.starts_with('/') || arg.starts_with("~/") || arg == "~").then_some(arg);
+    }
+    let credential_name = arg == ".env" || arg.starts_with(".env.") || arg.starts_with("id_rsa") || arg.starts_with("id_ed25519");
+    let looks_like_path = arg.starts_with('/')
+        || arg.starts_with('~')
+        || arg.starts_with("./")
+        || arg.starts_with("../")
+        || arg == "."
+        || arg == ".."
+        || (arg.contains('/') && !arg.contains(' ') && !arg.contains(':'))
+        || credential_name;
+    looks_like_path.then_some(arg)
+}
+
+fn is_pattern_program(program: &str) -> bool {
+    matches!(program, "grep" | "egrep" | "fgrep" | "rg" | "ag" | "ack" | "sed")
+}
+
+/// The index of the argument that is a pattern or script rather than a file (`grep PATTERN
+/// FILE…`, `sed SCRIPT FILE…`), when the pattern is not given with `-e`.
+fn pattern_argument(program: &str, args: &[String]) -> Option<usize> {
+    const PATTERN_FIRST: [&str; 10] = ["grep", "egrep", "fgrep", "rg", "ag", "ack", "sed", "jq", "awk", "git"];
+    if !PATTERN_FIRST.contains(&program) || args.iter().any(|arg| arg == "-e" || arg == "--regexp" || arg == "--expression" || arg == "-f") {
+        return None;
+    }
+    if program == "git" {
+        // `git grep PATTERN`, `git log --grep=…`: only git grep takes a bare pattern.
+        let grep = args.iter().position(|arg| arg == "grep")?;
+        return args.iter().skip(grep + 1).position(|arg| !arg.starts_with('-')).map(|offset| grep + 1 + offset);
+    }
+    args.iter().position(|arg| !arg.starts_with('-'))
+}
+
+/// The directory part of a glob before its first wildcard (`/etc/**/*.conf` → `/etc`).
+fn glob_fixed_prefix(pattern: &str) -> &str {
+    let wildcard = pattern.find(['*', '?', '[', '{']).unwrap_or(pattern.len());
+    let fixed = &pattern[..wildcard];
+    if wildcard == pattern.len() {
+        return fixed;
+    }
+    match fixed.rfind('/') {
+        Some(0) => "/",
+        Some(slash) => &fixed[..slash],
+        None => "",
+    }
+}
+
+/// Paths named by an `apply_patch` patch's file headers.
+fn patch_paths(patch: &str) -> Vec<&str> {
+    const HEADERS: [&str; 4] = ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "];
+    patch
+        .lines()
+        .filter_map(|line| HEADERS.iter().find_map(|header| line.strip_prefix(header)))
+        .map(str::trim)
+        .filter(|path| !path.is_empty())
+        .collect()
+}
+
+fn truncate(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        text.to_owned()
+    } else {
+        let mut out: String = text.chars().take(limit).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Builds a pending call; used by examples, tests and benches.
+pub fn call(name: &str, input: Value) -> PendingCall {
+    let input = match input {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    PendingCall { id: "call".to_owned(), name: name.to_owned(), input, annotations: None }
+}
+
+#[cfg(test)]
+mod tests;

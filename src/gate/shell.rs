@@ -36,6 +36,9 @@ pub struct CommandPart {
     pub redirects: Vec<(Option<String>, Access)>,
     /// The directory the part runs in, after any `cd` earlier in the line (`None`: unknown).
     pub cwd: Option<String>,
+    /// The part only runs code the analysis followed and judged part by part (`bash -c '…'`,
+    /// `eval '…'`, a script written earlier in the line), so the part itself adds nothing.
+    pub followed: bool,
 }
 
 impl CommandPart {
@@ -470,7 +473,7 @@ impl Walker<'_> {
             .chain(simple.word_or_name.iter().map(|_| (&NAME_MARKER, false)))
             .chain(simple.suffix.iter().flat_map(|suffix| suffix.0.iter()).map(|item| (item, false)));
 
-        for (item, _in_prefix) in items {
+        for (item, in_prefix) in items {
             match item {
                 ast::CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
                     if let Some(text) = self.walk_redirect(redirect, &mut part, depth) {
@@ -495,9 +498,14 @@ impl Walker<'_> {
                     part.argv.push(expanded.text);
                 }
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(_, word) => {
-                    // `FOO=$(…) cmd`: the substitution runs.
+                    // `FOO=$(…) cmd`: the substitution runs. After the command name the word is
+                    // an ordinary argument (`dd of=/dev/sda`).
                     let expanded = self.expand(&word.value, depth);
                     substituted_fetch |= expanded.fetched;
+                    if !in_prefix {
+                        part.dynamic_args |= expanded.dynamic;
+                        part.argv.push(expanded.text);
+                    }
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell) => {
                     let first_part = self.analysis.parts.len();
@@ -511,7 +519,7 @@ impl Walker<'_> {
         }
 
         self.unwrap_wrappers(&mut part);
-        self.follow_execution(&part, input, stdin_text.as_deref(), substituted_fetch || process_substitution_fetches, depth);
+        part.followed = self.follow_execution(&part, input, stdin_text.as_deref(), substituted_fetch || process_substitution_fetches, depth);
         self.track_writes_and_cd(&part, stdin_text.as_deref());
         self.analysis.parts.push(part);
     }
@@ -560,8 +568,9 @@ impl Walker<'_> {
     }
 
     /// Follows execution into code the command runs: `bash -c`, `eval`, scripts written earlier,
-    /// and shells fed from pipes, here-documents or process substitution.
-    fn follow_execution(&mut self, part: &CommandPart, input: PipeInput, stdin_text: Option<&str>, fetched: bool, depth: usize) {
+    /// and shells fed from pipes, here-documents or process substitution. Returns whether that
+    /// code was followed (and so judged part by part).
+    fn follow_execution(&mut self, part: &CommandPart, input: PipeInput, stdin_text: Option<&str>, fetched: bool, depth: usize) -> bool {
         let program = part.program();
         let args = part.args();
         let runs_code = is_shell(program) || program == "eval" || program == "source" || program == "." || INTERPRETERS.contains(&program);
@@ -572,46 +581,10 @@ impl Walker<'_> {
                 Some("download-and-execute"),
                 format!("`{program}` runs code downloaded from the network"),
             );
+            return false;
         }
         if is_shell(program) {
-            if let Some(position) = args.iter().position(|arg| is_dash_c(arg)) {
-                match args.get(position + 1) {
-                    Some(script) if !part.dynamic_args || !script.contains('$') => {
-                        let script = script.clone();
-                        self.scoped(|walker| walker.walk_source(&script, depth + 1));
-                    }
-                    _ => self.finding(
-                        ReasonCode::OpaqueExecution,
-                        Tier::High,
-                        None,
-                        format!("`{program} -c` runs a script only known at run time"),
-                    ),
-                }
-                return;
-            }
-            if let Some(script) = args.iter().find(|arg| !arg.starts_with('-')) {
-                self.follow_script(program, script, &part.cwd, depth);
-                return;
-            }
-            if input.from_network {
-                self.finding(
-                    ReasonCode::CriticalCommand,
-                    Tier::Critical,
-                    Some("download-and-execute"),
-                    format!("`{program}` runs a script piped from the network"),
-                );
-            } else if let Some(text) = stdin_text {
-                let text = text.to_owned();
-                self.scoped(|walker| walker.walk_source(&text, depth + 1));
-            } else if input.from_pipe || part.dynamic_args {
-                self.finding(
-                    ReasonCode::OpaqueExecution,
-                    Tier::High,
-                    None,
-                    format!("`{program}` runs a script read from a pipe"),
-                );
-            }
-            return;
+            return self.follow_shell(part, input, stdin_text, depth);
         }
         if INTERPRETERS.contains(&program) && input.from_network && reads_code_from_stdin(part) {
             self.finding(
@@ -620,23 +593,28 @@ impl Walker<'_> {
                 Some("download-and-execute"),
                 format!("`{program}` runs code piped from the network"),
             );
-            return;
+            return false;
         }
         match program {
             "eval" => {
                 if part.dynamic_args {
                     self.finding(ReasonCode::OpaqueExecution, Tier::High, None, "`eval` runs text only known at run time".to_owned());
+                    false
                 } else {
                     let script = args.join(" ");
                     self.scoped(|walker| walker.walk_source(&script, depth + 1));
+                    true
                 }
             }
             "source" | "." => match args.first() {
                 Some(script) => {
                     let script = script.clone();
-                    self.follow_script(program, &script, &part.cwd, depth);
+                    self.follow_script(program, &script, &part.cwd, depth)
                 }
-                None => self.finding(ReasonCode::OpaqueExecution, Tier::High, None, format!("`{program}` without a file")),
+                None => {
+                    self.finding(ReasonCode::OpaqueExecution, Tier::High, None, format!("`{program}` without a file"));
+                    false
+                }
             },
             _ => {
                 // `./build.sh`: a script written earlier in this line is judged by its payload.
@@ -646,21 +624,76 @@ impl Walker<'_> {
                     && let Some(payload) = self.written.get(&resolved).cloned()
                 {
                     self.scoped(|walker| walker.walk_source(&payload, depth + 1));
+                    return true;
                 }
+                false
             }
         }
     }
 
-    fn follow_script(&mut self, program: &str, script: &str, cwd: &Option<String>, depth: usize) {
+    fn follow_shell(&mut self, part: &CommandPart, input: PipeInput, stdin_text: Option<&str>, depth: usize) -> bool {
+        let program = part.program();
+        let args = part.args();
+        if let Some(position) = args.iter().position(|arg| is_dash_c(arg)) {
+            return match args.get(position + 1) {
+                Some(script) if !part.dynamic_args => {
+                    let script = script.clone();
+                    self.scoped(|walker| walker.walk_source(&script, depth + 1));
+                    true
+                }
+                _ => {
+                    self.finding(
+                        ReasonCode::OpaqueExecution,
+                        Tier::High,
+                        None,
+                        format!("`{program} -c` runs a script only known at run time"),
+                    );
+                    false
+                }
+            };
+        }
+        if let Some(script) = args.iter().find(|arg| !arg.starts_with('-')) {
+            let script = script.clone();
+            return self.follow_script(program, &script, &part.cwd, depth);
+        }
+        if input.from_network {
+            self.finding(
+                ReasonCode::CriticalCommand,
+                Tier::Critical,
+                Some("download-and-execute"),
+                format!("`{program}` runs a script piped from the network"),
+            );
+            false
+        } else if let Some(text) = stdin_text {
+            let text = text.to_owned();
+            self.scoped(|walker| walker.walk_source(&text, depth + 1));
+            true
+        } else if input.from_pipe || part.dynamic_args {
+            self.finding(ReasonCode::OpaqueExecution, Tier::High, None, format!("`{program}` runs a script read from a pipe"));
+            false
+        } else {
+            // An interactive shell with no script: nothing the gate can see through.
+            self.finding(ReasonCode::OpaqueExecution, Tier::High, None, format!("`{program}` starts an interactive shell"));
+            false
+        }
+    }
+
+    fn follow_script(&mut self, program: &str, script: &str, cwd: &Option<String>, depth: usize) -> bool {
         let payload = paths::resolve(script, cwd.as_deref(), self.home).and_then(|resolved| self.written.get(&resolved).cloned());
         match payload {
-            Some(payload) => self.scoped(|walker| walker.walk_source(&payload, depth + 1)),
-            None => self.finding(
-                ReasonCode::OpaqueExecution,
-                Tier::High,
-                None,
-                format!("`{program}` runs the script `{script}`, whose contents the gate cannot see"),
-            ),
+            Some(payload) => {
+                self.scoped(|walker| walker.walk_source(&payload, depth + 1));
+                true
+            }
+            None => {
+                self.finding(
+                    ReasonCode::OpaqueExecution,
+                    Tier::High,
+                    None,
+                    format!("`{program}` runs the script `{script}`, whose contents the gate cannot see"),
+                );
+                false
+            }
         }
     }
 
