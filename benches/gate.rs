@@ -1,1 +1,64 @@
-fn main() {}
+//! Gate throughput: (a) a Read call, (b) a five-part compound shell command, (c) a Bash call
+//! against a config of 50 operator rules. Targets on one core (issue 2): (a) ≥ 1,000,000
+//! decisions/s, (b) ≥ 100,000/s, (c) ≥ 200,000/s. Run with `scripts/bench-gate.sh`.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use permit::config::Config;
+use permit::gate::{CallContext, Gate, call};
+use serde_json::json;
+
+fn fifty_rules() -> String {
+    let mut toml = String::from("[workspace]\nhome = \"/home/dev\"\n");
+    for index in 0..50 {
+        let rule = match index % 5 {
+            0 => format!(
+                "[[rules]]\nid = \"tool-{index}\"\ntool = \"Bash\"\ncommand_prefix = \"tool{index} run\"\ndecision = \"allow\"\nreason = \"routine\"\nmatch = [\"tool{index} run --fast\"]\nnot_match = [\"tool{index} walk\"]\n"
+            ),
+            1 => format!(
+                "[[rules]]\nid = \"deploy-{index}\"\ntool = \"Bash\"\ncommand_prefix = \"deploy{index}\"\ndecision = \"hard_deny\"\nreason = \"deploys go through CI\"\nmatch = [\"deploy{index} prod\"]\n"
+            ),
+            2 => format!(
+                "[[rules]]\nid = \"secrets-{index}\"\ntool = [\"Read\", \"Edit\"]\npath_glob = \"secrets{index}/**\"\ndecision = \"ask\"\nreason = \"secrets need a person\"\nmatch = [\"secrets{index}/a.txt\"]\nnot_match = [\"src/a.txt\"]\n"
+            ),
+            3 => format!(
+                "[[rules]]\nid = \"mcp-{index}\"\ntool = \"mcp__svc{index}__*\"\ndecision = \"classify\"\nreason = \"reviewed\"\nmatch = [{{ x = 1 }}]\n"
+            ),
+            _ => format!(
+                "[[rules]]\nid = \"git-{index}\"\ntool = \"Bash\"\ncommand_prefix = \"git push origin branch{index}\"\ndecision = \"ask\"\nreason = \"pushes need a person\"\nmatch = [\"git push origin branch{index} --force\"]\n"
+            ),
+        };
+        toml.push_str(&rule);
+    }
+    toml
+}
+
+fn bench_gate(c: &mut Criterion) {
+    let mut defaults = Config::default();
+    defaults.workspace.home = Some("/home/dev".to_owned());
+    let gate = Gate::new(&defaults).unwrap();
+    let context = CallContext { cwd: Some("/workspace") };
+
+    let mut group = c.benchmark_group("gate");
+    group.throughput(Throughput::Elements(1));
+
+    let read = call("Read", json!({ "file_path": "/workspace/src/main.rs" }));
+    group.bench_function("a_read_call", |b| b.iter(|| gate.evaluate(std::hint::black_box(&read), context)));
+
+    let compound = call(
+        "Bash",
+        json!({ "command": "git status && cargo build 2>&1 | tail -n 20; ls -la src || echo failed" }),
+    );
+    group.bench_function("b_five_part_shell", |b| b.iter(|| gate.evaluate(std::hint::black_box(&compound), context)));
+
+    let config = Config::from_toml_str("bench", &fifty_rules()).unwrap();
+    assert_eq!(config.rules.len(), 50);
+    let ruled = Gate::new(&config).unwrap();
+    let tests = call("Bash", json!({ "command": "tool20 run --all" }));
+    group.bench_function("c_fifty_rules_bash", |b| b.iter(|| ruled.evaluate(std::hint::black_box(&tests), context)));
+    let secret = call("Read", json!({ "file_path": "secrets12/db.txt" }));
+    group.bench_function("c_fifty_rules_read", |b| b.iter(|| ruled.evaluate(std::hint::black_box(&secret), context)));
+    group.finish();
+}
+
+criterion_group!(benches, bench_gate);
+criterion_main!(benches);

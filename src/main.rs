@@ -1,1 +1,22 @@
-fn main() {}
+//! `permit`: parse the command line, set up logging, run. All work lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = permit::cli::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PERMIT_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match permit::cli::run(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("permit: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

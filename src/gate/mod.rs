@@ -336,13 +336,13 @@ impl Gate {
     }
 
     fn part_unit(&self, part: &CommandPart, structural: Tier, workspace: &Workspace) -> Unit {
-        let display = part.display();
+        let display = || part.display();
         let home = workspace.home();
         let mut unit;
         let mut access = Access::Write;
         if let Some(entry) = tables::lookup_critical(part, home) {
             unit = Unit::new(Tier::Critical, ReasonCode::CriticalCommand);
-            unit.add(ReasonCode::CriticalCommand, display.clone(), entry.description, Some(entry.id.to_owned()));
+            unit.add(ReasonCode::CriticalCommand, display(), entry.description, Some(entry.id.to_owned()));
             unit.rules.push(entry.id.to_owned());
         } else if part.argv.is_empty() {
             // A bare redirection (`> file`): judged by its paths alone.
@@ -352,7 +352,7 @@ impl Gate {
             unit = Unit::new(Tier::Low, ReasonCode::ModeTier);
         } else if part.dynamic_program {
             unit = Unit::new(structural.max(Tier::High), ReasonCode::DynamicCommand);
-            unit.add(ReasonCode::DynamicCommand, display.clone(), "runs a program whose name is only known at run time", None);
+            unit.add(ReasonCode::DynamicCommand, display(), "runs a program whose name is only known at run time", None);
         } else {
             match tables::lookup_safe(part) {
                 Some((entry, Verdict::Safe)) => {
@@ -364,21 +364,21 @@ impl Gate {
                     unit = Unit::new(structural, ReasonCode::DangerousFlag);
                     unit.add(
                         ReasonCode::DangerousFlag,
-                        display.clone(),
+                        display(),
                         format!("uses {flag}, which the known-safe entry `{}` excludes", entry.id),
                         Some(entry.id.to_owned()),
                     );
                 }
                 Some((_, Verdict::NotCovered)) | None => {
                     unit = Unit::new(structural, ReasonCode::UnlistedCommand);
-                    unit.add(ReasonCode::UnlistedCommand, display.clone(), "is not on the known-safe command table", None);
+                    unit.add(ReasonCode::UnlistedCommand, display(), "is not on the known-safe command table", None);
                 }
             }
         }
         if part.privileged {
             unit.command_tier = unit.command_tier.max(Tier::High);
             unit.command_code = ReasonCode::PrivilegeEscalation;
-            unit.add(ReasonCode::PrivilegeEscalation, display.clone(), "runs with elevated privileges (`sudo`/`doas`)", None);
+            unit.add(ReasonCode::PrivilegeEscalation, display(), "runs with elevated privileges (`sudo`/`doas`)", None);
         }
         for (target, redirect_access) in &part.redirects {
             match target {
@@ -390,13 +390,16 @@ impl Gate {
                 }
                 None => {
                     unit.path_tier = unit.path_tier.max(Tier::High);
-                    unit.add(ReasonCode::DynamicCommand, display.clone(), "redirects to a file only known at run time", None);
+                    unit.add(ReasonCode::DynamicCommand, display(), "redirects to a file only known at run time", None);
                 }
             }
         }
         // Where the part runs is itself read (`cd /etc && ls`, a `workdir` elsewhere); an unknown
         // directory (after `cd "$X"`) cannot be placed and counts as outside.
-        let directory_findings = paths::judge(".", Access::Read, part.cwd.as_deref(), workspace);
+        let directory_findings = match part.cwd.as_deref() {
+            Some(directory) if workspace.is_root(directory) => Vec::new(),
+            directory => paths::judge(".", Access::Read, directory, workspace),
+        };
         for finding in directory_findings {
             unit.path_tier = unit.path_tier.max(finding.tier);
             unit.add(finding.code, finding.path, format!("{} (the directory the command runs in)", detail_for(finding.code)), None);
@@ -413,7 +416,10 @@ impl Gate {
                 self.judge_path(&mut unit, path, access, part.cwd.as_deref(), workspace);
             }
         }
-        unit.argv = Some(part.argv.clone());
+        // Only command-prefix rules read the words; skip the copy when there are none.
+        if !self.rules.is_empty() {
+            unit.argv = Some(part.argv.clone());
+        }
         unit
     }
 

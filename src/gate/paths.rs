@@ -54,6 +54,11 @@ impl Workspace {
         &self.home
     }
 
+    /// `directory` is exactly one of the roots (the common case of a command run in the cwd).
+    pub fn is_root(&self, directory: &str) -> bool {
+        self.roots.iter().any(|root| root == directory)
+    }
+
     pub fn contains(&self, resolved: &str) -> bool {
         self.roots.iter().any(|root| is_within(resolved, root))
     }

@@ -39,12 +39,26 @@ pub struct CommandPart {
     /// The part only runs code the analysis followed and judged part by part (`bash -c '…'`,
     /// `eval '…'`, a script written earlier in the line), so the part itself adds nothing.
     pub followed: bool,
+    /// `argv[0]` without its directory, computed once after unwrapping (see [`CommandPart::program`]).
+    name: String,
 }
 
 impl CommandPart {
     /// The program's name without its directory (`/usr/bin/rm` → `rm`).
     pub fn program(&self) -> &str {
-        self.argv.first().map(|name| name.rsplit('/').next().unwrap_or(name)).unwrap_or("")
+        &self.name
+    }
+
+    /// Recomputes the program name after `argv` changed.
+    fn refresh_name(&mut self) {
+        self.name = self.argv.first().map(|name| name.rsplit('/').next().unwrap_or(name).to_owned()).unwrap_or_default();
+    }
+
+    /// A part with the given words, as the analysis would produce it (for tests and tools).
+    pub fn from_argv(argv: Vec<String>, cwd: Option<String>) -> Self {
+        let mut part = CommandPart { argv, cwd, ..CommandPart::default() };
+        part.refresh_name();
+        part
     }
 
     pub fn args(&self) -> &[String] {
@@ -518,6 +532,7 @@ impl Walker<'_> {
             }
         }
 
+        part.refresh_name();
         self.unwrap_wrappers(&mut part);
         part.followed = self.follow_execution(&part, input, stdin_text.as_deref(), substituted_fetch || process_substitution_fetches, depth);
         self.track_writes_and_cd(&part, stdin_text.as_deref());
@@ -561,6 +576,7 @@ impl Walker<'_> {
                 return;
             }
             part.argv.drain(..=skip);
+            part.refresh_name();
             if program == "env" && part.args().is_empty() && part.argv.first().is_some_and(|name| name.contains('=')) {
                 return;
             }

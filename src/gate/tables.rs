@@ -6,6 +6,9 @@
 //! command that no entry covers keeps its tool's tier. Every entry carries `match` / `not_match`
 //! examples that a unit test runs through the whole gate.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 use crate::decision::Tier;
 use crate::gate::paths::{self, Access};
 use crate::gate::shell::CommandPart;
@@ -174,17 +177,15 @@ fn sed_command_is_safe(command: &str) -> bool {
     if command.is_empty() {
         return true;
     }
-    // Skip an address: line numbers, `$`, `,`, or a /regex/ without further commands.
-    let rest = command.trim_start_matches(|c: char| c.is_ascii_digit() || c == ',' || c == '$' || c == '~' || c == '!');
-    let rest = if let Some(after) = rest.strip_prefix('/') {
-        match after.find('/') {
-            Some(end) => after[end + 1..].trim_start_matches([',', '!']).trim_start_matches(|c: char| c.is_ascii_digit() || c == '$'),
+    let Some(rest) = skip_sed_address(command) else { return false };
+    let rest = match rest.strip_prefix(',') {
+        Some(second) => match skip_sed_address(second) {
+            Some(rest) => rest,
             None => return false,
-        }
-    } else {
-        rest
+        },
+        None => rest,
     };
-    let rest = rest.trim();
+    let rest = rest.trim_start().trim_start_matches('!').trim();
     match rest.chars().next() {
         None => true,
         Some('p' | 'd' | 'q' | '=' | 'n' | 'N' | 'P' | 'D' | 'g' | 'G' | 'h' | 'H' | 'x' | 'l') => rest.len() == 1,
@@ -200,6 +201,22 @@ fn sed_command_is_safe(command: &str) -> bool {
         }
         Some(_) => false,
     }
+}
+
+/// Skips one sed address (`12`, `$`, `/regex/`, `first~step`); `None` on an unterminated regex.
+fn skip_sed_address(command: &str) -> Option<&str> {
+    if let Some(after) = command.strip_prefix('/') {
+        let mut escaped = false;
+        for (index, c) in after.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '/' if !escaped => return Some(&after[index + 1..]),
+                _ => escaped = false,
+            }
+        }
+        return None;
+    }
+    Some(command.trim_start_matches(|c: char| c.is_ascii_digit() || c == '$' || c == '~'))
 }
 
 /// Git subcommands that only read, with the global options that keep it so.
@@ -297,7 +314,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         matches: &["find . -name '*.rs' -type f", "find src -maxdepth 2"], not_matches: &["find . -name '*.o' -delete", "find . -exec rm {} \\;", "find / -name x"] },
     SafeEntry { id: "safe.fd", programs: &["fd", "fdfind"], tier: Tier::Low, access: Access::Read, check: fd_check,
         matches: &["fd -e rs"], not_matches: &["fd -e rs -x rm"] },
-    SafeEntry { id: "safe.print", programs: &["echo", "printf", "true", "false", ":", "pwd", "date", "whoami", "id", "uname", "hostname", "nproc", "sleep", "seq", "yes", "type", "which", "whereis", "basename", "dirname", "realpath", "readlink", "test", "[", "du", "df", "free", "uptime", "ps", "tty", "locale", "getconf"], tier: Tier::Low, access: Access::Read, check: any_safe,
+    SafeEntry { id: "safe.print", programs: &["echo", "printf", "true", "false", ":", "read", "pwd", "date", "whoami", "id", "uname", "hostname", "nproc", "sleep", "seq", "yes", "type", "which", "whereis", "basename", "dirname", "realpath", "readlink", "test", "[", "du", "df", "free", "uptime", "ps", "tty", "locale", "getconf"], tier: Tier::Low, access: Access::Read, check: any_safe,
         matches: &["echo done", "pwd", "which cargo", "du -sh target", "test -f Cargo.toml"], not_matches: &["echo x > ~/.bashrc"] },
     SafeEntry { id: "safe.text", programs: &["cut", "tr", "column", "fold", "fmt", "paste", "rev", "expand", "unexpand", "jq", "diff", "cmp", "comm", "join", "colordiff", "tsort"], tier: Tier::Low, access: Access::Read, check: any_safe,
         matches: &["jq .name package.json", "diff -u a.txt b.txt", "cut -d, -f1 data.csv"], not_matches: &["jq . ~/.docker/config.json"] },
@@ -453,12 +470,23 @@ pub static STRUCTURAL_CRITICALS: &[StructuralCritical] = &[
         matches: &["echo x > /dev/sda", "cat image.bin > /dev/nvme0n1"], not_matches: &["echo x > /dev/null"] },
 ];
 
+/// Known-safe entries by program name, built once: the gate looks a part up in one hash probe.
+static SAFE_BY_PROGRAM: LazyLock<HashMap<&'static str, Vec<&'static SafeEntry>>> = LazyLock::new(|| {
+    let mut map: HashMap<&'static str, Vec<&'static SafeEntry>> = HashMap::new();
+    for entry in SAFE_COMMANDS {
+        for program in entry.programs {
+            map.entry(program).or_default().push(entry);
+        }
+    }
+    map
+});
+
 /// The known-safe verdict for a part: the first entry that vouches for it, or the first that
 /// refuses it (dangerous flag), or `None` when no entry covers it.
 pub fn lookup_safe(part: &CommandPart) -> Option<(&'static SafeEntry, Verdict)> {
-    let program = part.program();
+    let entries = SAFE_BY_PROGRAM.get(part.program())?;
     let mut refusal = None;
-    for entry in SAFE_COMMANDS.iter().filter(|entry| entry.programs.contains(&program)) {
+    for entry in entries.iter().copied() {
         match (entry.check)(part.args()) {
             Verdict::Safe => return Some((entry, Verdict::Safe)),
             Verdict::Dangerous(flag) => {
@@ -493,10 +521,10 @@ mod tests {
 
     #[test]
     fn sed_scripts() {
-        for safe in ["1,20p", "s/a/b/g", "/^#/d", "$p", "s|x|y|", "10q"] {
+        for safe in ["1,20p", "s/a/b/g", "/^#/d", "$p", "s|x|y|", "10q", "/fn classify/,/^}/p", "/a\\/b/p"] {
             assert!(sed_script_is_safe(safe), "{safe}");
         }
-        for unsafe_script in ["1e id", "s/a/b/e", "w out", "s/a/b/w out", "r /etc/passwd", "1!e x"] {
+        for unsafe_script in ["1e id", "s/a/b/e", "w out", "s/a/b/w out", "r /etc/passwd", "1!e x", "/x/,/y/e id", "/unterminated"] {
             assert!(!sed_script_is_safe(unsafe_script), "{unsafe_script}");
         }
     }

@@ -1,0 +1,85 @@
+//! The command line: parses arguments and runs one command. Errors surface here as `anyhow`
+//! messages on stderr with a non-zero exit; nothing here decides anything.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::config::{CONFIG_ENV, Config};
+use crate::engine::Engine;
+use crate::request::DecideRequest;
+
+#[derive(Debug, Parser)]
+#[command(name = "permit", version, about = "Decides whether an agent's pending tool call may run without a person: allow, deny or ask.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Decide one request read as JSON on stdin; print the response JSON on stdout.
+    Decide {
+        /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Print each call's gate explanation (tier, rules, reason codes, findings) with its decision.
+        #[arg(long)]
+        explain: bool,
+    },
+    /// Validate a config (rule examples included) and print a summary.
+    CheckConfig {
+        /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+/// Exit code for input permit could not read (bad request JSON).
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn config_path(flag: Option<PathBuf>) -> Option<PathBuf> {
+    flag.or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
+}
+
+fn load_engine(flag: Option<PathBuf>) -> anyhow::Result<Engine> {
+    let path = config_path(flag);
+    let config = Config::load(path.as_deref())?;
+    Engine::new(config).map_err(anyhow::Error::msg)
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Decide { config, explain } => {
+            let engine = load_engine(config)?;
+            let mut input = String::new();
+            std::io::stdin().read_to_string(&mut input).context("cannot read the request from stdin")?;
+            let request = match DecideRequest::from_json(&input) {
+                Ok(request) => request,
+                Err(error) => {
+                    eprintln!("permit: {error}");
+                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                }
+            };
+            let output = if explain {
+                serde_json::to_string_pretty(&serde_json::json!({ "decisions": engine.explain(&request) }))?
+            } else {
+                serde_json::to_string_pretty(&engine.decide(&request))?
+            };
+            println!("{output}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::CheckConfig { config } => {
+            let path = config_path(config);
+            let loaded = Config::load(path.as_deref())?;
+            let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
+            let source = path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
+            println!("config ok: {source}");
+            println!("{}", engine.config().summary(engine.gate().registry().len()));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
