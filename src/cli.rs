@@ -13,7 +13,11 @@ use crate::engine::Engine;
 use crate::request::DecideRequest;
 
 #[derive(Debug, Parser)]
-#[command(name = "permit", version, about = "Decides whether an agent's pending tool call may run without a person: allow, deny or ask.")]
+#[command(
+    name = "permit",
+    version,
+    about = "Decides whether an agent's pending tool call may run without a person: allow, deny or ask."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -471,13 +471,10 @@ impl Config {
             path: origin.to_owned(),
             message: error.to_string().trim_end().to_owned(),
         })?;
-        config
-            .validate()
-            .map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
+        config.validate().map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
         // Compiling the gate checks every rule's examples, so a config whose rules do not do
         // what their examples say never loads.
-        crate::gate::Gate::new(&config)
-            .map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
+        crate::gate::Gate::new(&config).map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
         Ok(config)
     }
 
@@ -571,7 +568,9 @@ impl Config {
         }
         let session = &self.session;
         if session.max_consecutive_denials == 0 || session.max_total_denials == 0 {
-            return Err("`session.max_consecutive_denials` and `session.max_total_denials` must be at least 1".to_owned());
+            return Err(
+                "`session.max_consecutive_denials` and `session.max_total_denials` must be at least 1".to_owned()
+            );
         }
         if session.max_sessions == 0 || session.ttl_secs == 0 {
             return Err("`session.max_sessions` and `session.ttl_secs` must be at least 1".to_owned());
@@ -581,9 +580,10 @@ impl Config {
 
     fn validate_server(&self) -> Result<(), String> {
         let server = &self.server;
-        let address: SocketAddr = server.bind.parse().map_err(|_| {
-            format!("`server.bind` `{}` is not an address such as `127.0.0.1:8787`", server.bind)
-        })?;
+        let address: SocketAddr = server
+            .bind
+            .parse()
+            .map_err(|_| format!("`server.bind` `{}` is not an address such as `127.0.0.1:8787`", server.bind))?;
         if !address.ip().is_loopback() && server.tokens_env.is_none() && server.tokens_file.is_none() {
             return Err(format!(
                 "`server.bind` `{}` is reachable from other machines but no tokens are configured; set `server.tokens_env` or `server.tokens_file`, or bind to 127.0.0.1",

@@ -79,7 +79,9 @@ pub fn gate_decision(call: &PendingCall, outcome: &GateOutcome) -> CallDecision 
             (
                 Decision::Ask,
                 ReasonCode::NoClassifier,
-                Some(format!("permit needs a person to approve this call: it needs the classifier ({why}) and none is configured")),
+                Some(format!(
+                    "permit needs a person to approve this call: it needs the classifier ({why}) and none is configured"
+                )),
             )
         }
     };
@@ -111,7 +113,8 @@ mod tests {
         )
         .unwrap();
         let response = engine.decide(&request);
-        let decisions: Vec<_> = response.decisions.iter().map(|decision| (decision.id.as_str(), decision.decision)).collect();
+        let decisions: Vec<_> =
+            response.decisions.iter().map(|decision| (decision.id.as_str(), decision.decision)).collect();
         assert_eq!(decisions, [("a", Decision::Ask), ("b", Decision::Allow), ("c", Decision::Deny)]);
         assert_eq!(response.decisions[0].reason_code.as_deref(), Some("no_classifier"));
         assert!(response.decisions[0].reason.as_deref().unwrap().contains("none is configured"));

@@ -332,11 +332,7 @@ pub fn parse_cases(file: &str, text: &str) -> Result<Vec<EvalCase>, RequestError
             let (path, message) = split_path_error(error);
             RequestError::CaseField { file: file.to_owned(), line: line_number, path, message }
         })?;
-        case.validate().map_err(|message| RequestError::Case {
-            file: file.to_owned(),
-            line: line_number,
-            message,
-        })?;
+        case.validate().map_err(|message| RequestError::Case { file: file.to_owned(), line: line_number, message })?;
         if !ids.insert(case.id.clone()) {
             return Err(RequestError::Case {
                 file: file.to_owned(),
@@ -378,21 +374,19 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let error = DecideRequest::from_json(
-            r#"{"cwd": "/w", "pending": [{"id": "a", "name": "Bash", "input": "ls"}]}"#,
-        )
-        .unwrap_err()
-        .to_string();
+        let error =
+            DecideRequest::from_json(r#"{"cwd": "/w", "pending": [{"id": "a", "name": "Bash", "input": "ls"}]}"#)
+                .unwrap_err()
+                .to_string();
         assert!(error.contains("pending[0].input"), "{error}");
 
         let error = DecideRequest::from_json(r#"{"cwd": "/w", "pendng": []}"#).unwrap_err().to_string();
         assert!(error.contains("pendng"), "{error}");
 
-        let error = DecideRequest::from_json(
-            r#"{"pending": [{"id": "a", "name": "Bash"}], "transcript": [{"type": "user"}]}"#,
-        )
-        .unwrap_err()
-        .to_string();
+        let error =
+            DecideRequest::from_json(r#"{"pending": [{"id": "a", "name": "Bash"}], "transcript": [{"type": "user"}]}"#)
+                .unwrap_err()
+                .to_string();
         assert!(error.contains("transcript[0]") && error.contains("text"), "{error}");
     }
 
@@ -400,10 +394,7 @@ mod tests {
     fn validation_rejects_empty_pending_duplicate_ids_and_relative_cwd() {
         for (json, needle) in [
             (r#"{"pending": []}"#, "at least one"),
-            (
-                r#"{"pending": [{"id": "a", "name": "Read"}, {"id": "a", "name": "Read"}]}"#,
-                "used twice",
-            ),
+            (r#"{"pending": [{"id": "a", "name": "Read"}, {"id": "a", "name": "Read"}]}"#, "used twice"),
             (r#"{"cwd": "repo", "pending": [{"id": "a", "name": "Read"}]}"#, "absolute"),
         ] {
             let error = DecideRequest::from_json(json).unwrap_err().to_string();
@@ -426,7 +417,8 @@ mod tests {
 
     #[test]
     fn mcp_camel_case_annotations_are_accepted() {
-        let json = r#"{"pending": [{"id": "a", "name": "x", "annotations": {"readOnlyHint": true, "openWorldHint": false}}]}"#;
+        let json =
+            r#"{"pending": [{"id": "a", "name": "x", "annotations": {"readOnlyHint": true, "openWorldHint": false}}]}"#;
         let request = DecideRequest::from_json(json).unwrap();
         let annotations = request.pending[0].annotations.unwrap();
         assert_eq!(annotations.read_only, Some(true));
@@ -446,7 +438,8 @@ mod tests {
         let text = r#"{"id": "b", "labels": {"x": "allow"}, "pending": [{"id": "x", "name": "Read"}, {"id": "y", "name": "Read"}]}"#;
         let error = parse_cases("f", text).unwrap_err().to_string();
         assert!(error.contains("`y`"), "{error}");
-        let text = r#"{"id": "b", "label": "deny", "pending": [{"id": "x", "name": "Read"}, {"id": "y", "name": "Read"}]}"#;
+        let text =
+            r#"{"id": "b", "label": "deny", "pending": [{"id": "x", "name": "Read"}, {"id": "y", "name": "Read"}]}"#;
         assert!(parse_cases("f", text).is_err());
     }
 }

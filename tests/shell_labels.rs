@@ -3,6 +3,8 @@
 //! auto-allowed; the share of benign commands auto-allowed is printed (run with
 //! `--nocapture`) as the gate's measured automation on routine shell work.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
+
 use permit::config::Config;
 use permit::decision::GateAction;
 use permit::gate::{CallContext, Gate, call};
@@ -28,7 +30,8 @@ fn no_dangerous_command_is_auto_allowed() {
     let (mut dangerous, mut dangerous_allowed, mut dangerous_denied) = (0, Vec::new(), 0);
     let (mut benign, mut benign_allowed, mut benign_denied) = (0, 0, Vec::new());
     for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let labeled: Labeled = serde_json::from_str(line).unwrap_or_else(|error| panic!("line {}: {error}", number + 1));
+        let labeled: Labeled =
+            serde_json::from_str(line).unwrap_or_else(|error| panic!("line {}: {error}", number + 1));
         assert!(!labeled.why.is_empty(), "line {}: every label says why", number + 1);
         let outcome = gate.evaluate(&call("Bash", json!({ "command": labeled.command })), context);
         match labeled.label.as_str() {

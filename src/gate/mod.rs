@@ -95,7 +95,9 @@ impl GateOutcome {
             None => format!("reason code `{}`", self.primary),
         };
         Some(match self.action {
-            GateAction::Deny if self.hard_deny => format!("blocked by permit, and no approval can unblock it: {detail}"),
+            GateAction::Deny if self.hard_deny => {
+                format!("blocked by permit, and no approval can unblock it: {detail}")
+            }
             GateAction::Deny => format!("blocked by permit: {detail}"),
             GateAction::Ask => format!("permit needs a person to approve this call: {detail}"),
             GateAction::Classify => format!("this call needs review: {detail}"),
@@ -273,7 +275,12 @@ impl Gate {
         if let Some(first) = units.first_mut() {
             first.findings.extend(call_findings);
             if spec.is_none() {
-                first.add(ReasonCode::UnknownTool, call.name.clone(), "is not a configured tool, so it is treated as high tier", None);
+                first.add(
+                    ReasonCode::UnknownTool,
+                    call.name.clone(),
+                    "is not a configured tool, so it is treated as high tier",
+                    None,
+                );
             }
         }
         let _ = command_code;
@@ -309,7 +316,12 @@ impl Gate {
             }
             _ => {
                 let mut unit = Unit::new(Tier::High, ReasonCode::MalformedArguments);
-                unit.add(ReasonCode::MalformedArguments, field, format!("`{field}` must be a non-empty command string or argv array"), None);
+                unit.add(
+                    ReasonCode::MalformedArguments,
+                    field,
+                    format!("`{field}` must be a non-empty command string or argv array"),
+                    None,
+                );
                 return vec![unit];
             }
         };
@@ -352,7 +364,12 @@ impl Gate {
             unit = Unit::new(Tier::Low, ReasonCode::ModeTier);
         } else if part.dynamic_program {
             unit = Unit::new(structural.max(Tier::High), ReasonCode::DynamicCommand);
-            unit.add(ReasonCode::DynamicCommand, display(), "runs a program whose name is only known at run time", None);
+            unit.add(
+                ReasonCode::DynamicCommand,
+                display(),
+                "runs a program whose name is only known at run time",
+                None,
+            );
         } else {
             match tables::lookup_safe(part) {
                 Some((entry, Verdict::Safe)) => {
@@ -402,14 +419,22 @@ impl Gate {
         };
         for finding in directory_findings {
             unit.path_tier = unit.path_tier.max(finding.tier);
-            unit.add(finding.code, finding.path, format!("{} (the directory the command runs in)", detail_for(finding.code)), None);
+            unit.add(
+                finding.code,
+                finding.path,
+                format!("{} (the directory the command runs in)", detail_for(finding.code)),
+                None,
+            );
         }
         let program = part.program();
         let pattern = pattern_argument(program, part.args());
         let args = part.args();
         for (index, arg) in args.iter().enumerate() {
-            let follows_pattern_flag = index > 0 && matches!(args[index - 1].as_str(), "-e" | "--regexp" | "--expression");
-            if Some(index) == pattern || (follows_pattern_flag && pattern_argument(program, &[]).is_none() && is_pattern_program(program)) {
+            let follows_pattern_flag =
+                index > 0 && matches!(args[index - 1].as_str(), "-e" | "--regexp" | "--expression");
+            if Some(index) == pattern
+                || (follows_pattern_flag && pattern_argument(program, &[]).is_none() && is_pattern_program(program))
+            {
                 continue;
             }
             if let Some(path) = path_like(arg, program) {
@@ -427,7 +452,8 @@ impl Gate {
         for finding in paths::judge(raw, access, base, workspace) {
             unit.path_tier = unit.path_tier.max(finding.tier);
             let rule = (finding.code == ReasonCode::CriticalCommand).then(|| {
-                if finding.path.contains("authorized_keys") { "write-authorized-keys" } else { "raw-disk-write" }.to_owned()
+                if finding.path.contains("authorized_keys") { "write-authorized-keys" } else { "raw-disk-write" }
+                    .to_owned()
             });
             if let Some(rule) = &rule {
                 unit.rules.push(rule.clone());
@@ -439,19 +465,37 @@ impl Gate {
         }
     }
 
-    fn file_unit(&self, spec: &ToolSpec, call: &PendingCall, cwd: Option<&str>, workspace: &Workspace, structural: Tier) -> Unit {
+    fn file_unit(
+        &self,
+        spec: &ToolSpec,
+        call: &PendingCall,
+        cwd: Option<&str>,
+        workspace: &Workspace,
+        structural: Tier,
+    ) -> Unit {
         let mut unit = Unit::new(structural, ReasonCode::ModeTier);
         let arguments = &spec.arguments;
-        let fields = arguments.read_paths.iter().map(|field| (field, Access::Read)).chain(arguments.write_paths.iter().map(|field| (field, Access::Write)));
+        let fields = arguments
+            .read_paths
+            .iter()
+            .map(|field| (field, Access::Read))
+            .chain(arguments.write_paths.iter().map(|field| (field, Access::Write)));
         for (field, access) in fields {
             match call.input.get(field.as_str()) {
-                Some(Value::String(path)) if !path.is_empty() => self.judge_path(&mut unit, path, access, cwd, workspace),
+                Some(Value::String(path)) if !path.is_empty() => {
+                    self.judge_path(&mut unit, path, access, cwd, workspace)
+                }
                 // An optional read path defaults to the working directory.
                 None if access == Access::Read => {}
                 _ => {
                     unit.command_tier = unit.command_tier.max(Tier::High);
                     unit.command_code = ReasonCode::MalformedArguments;
-                    unit.add(ReasonCode::MalformedArguments, field.clone(), format!("`{field}` must be a non-empty path string"), None);
+                    unit.add(
+                        ReasonCode::MalformedArguments,
+                        field.clone(),
+                        format!("`{field}` must be a non-empty path string"),
+                        None,
+                    );
                 }
             }
         }
@@ -482,7 +526,12 @@ impl Gate {
                 _ => {
                     unit.command_tier = unit.command_tier.max(Tier::High);
                     unit.command_code = ReasonCode::MalformedArguments;
-                    unit.add(ReasonCode::MalformedArguments, field.clone(), format!("`{field}` must be a patch string"), None);
+                    unit.add(
+                        ReasonCode::MalformedArguments,
+                        field.clone(),
+                        format!("`{field}` must be a patch string"),
+                        None,
+                    );
                 }
             }
         }
@@ -490,7 +539,14 @@ impl Gate {
     }
 
     /// Applies rules and the mode to every unit and combines them, strictest wins.
-    fn combine(&self, call: &PendingCall, units: &mut [Unit], spec: &Option<ToolSpec>, structural_tier: Tier, workspace: &Workspace) -> GateOutcome {
+    fn combine(
+        &self,
+        call: &PendingCall,
+        units: &mut [Unit],
+        spec: &Option<ToolSpec>,
+        structural_tier: Tier,
+        workspace: &Workspace,
+    ) -> GateOutcome {
         let mut action = GateAction::Allow;
         let mut tier = Tier::Low;
         let mut hard_deny = false;
@@ -510,7 +566,8 @@ impl Gate {
                     Matcher::AnyCall => true,
                     Matcher::CommandPrefix(_) => unit.argv.as_ref().is_some_and(|argv| rule.matches_argv(argv)),
                     Matcher::PathGlob { .. } => {
-                        let mut hits = unit.paths.iter().map(|path| rule.matches_path(path, workspace, workspace.home()));
+                        let mut hits =
+                            unit.paths.iter().map(|path| rule.matches_path(path, workspace, workspace.home()));
                         if rule.decision == RuleDecision::Allow {
                             // An allow must cover every path it loosens.
                             !unit.paths.is_empty() && hits.all(|hit| hit)
@@ -536,7 +593,12 @@ impl Gate {
                         (GateAction::Deny, ReasonCode::HardDenyRule)
                     }
                 };
-                unit.findings.push(Finding { code, subject: String::new(), detail: rule.reason.clone(), rule: Some(rule.id.clone()) });
+                unit.findings.push(Finding {
+                    code,
+                    subject: String::new(),
+                    detail: rule.reason.clone(),
+                    rule: Some(rule.id.clone()),
+                });
                 rule_action = Some(rule_action.map_or(rule_gate_action, |current| current.max(rule_gate_action)));
             }
 
@@ -568,7 +630,9 @@ impl Gate {
                 .unwrap_or(if allow_rule && !critical { ReasonCode::OperatorRule } else { unit.command_code });
             let better = match decisive {
                 None => true,
-                Some((best_action, best_code, _)) => unit_action > best_action || (unit_action == best_action && severity(code) > severity(best_code)),
+                Some((best_action, best_code, _)) => {
+                    unit_action > best_action || (unit_action == best_action && severity(code) > severity(best_code))
+                }
             };
             if better {
                 decisive = Some((unit_action, code, index));
@@ -596,12 +660,17 @@ impl Gate {
             findings.push(Finding {
                 code: ReasonCode::ModeTier,
                 subject: call.name.clone(),
-                detail: format!("is a {tier}-tier call, which `{}` mode sends to {}", self.mode.as_str(), action.as_str()),
+                detail: format!(
+                    "is a {tier}-tier call, which `{}` mode sends to {}",
+                    self.mode.as_str(),
+                    action.as_str()
+                ),
                 rule: None,
             });
         }
 
-        let reversibility = if self.reversibility_enabled { spec.as_ref().and_then(ToolSpec::reversibility) } else { None };
+        let reversibility =
+            if self.reversibility_enabled { spec.as_ref().and_then(ToolSpec::reversibility) } else { None };
         let model_may_allow = reversibility != Some(Reversibility::Irreversible);
         if !model_may_allow {
             reason_codes.push(ReasonCode::Irreversible);
@@ -649,7 +718,8 @@ fn path_like<'a>(arg: &'a str, program: &str) -> Option<&'a str> {
         // Printed text only counts as a path when it plainly is one.
         return (arg.starts_with('/') || arg.starts_with("~/") || arg == "~").then_some(arg);
     }
-    let credential_name = arg == ".env" || arg.starts_with(".env.") || arg.starts_with("id_rsa") || arg.starts_with("id_ed25519");
+    let credential_name =
+        arg == ".env" || arg.starts_with(".env.") || arg.starts_with("id_rsa") || arg.starts_with("id_ed25519");
     let looks_like_path = arg.starts_with('/')
         || arg.starts_with('~')
         || arg.starts_with("./")
@@ -669,7 +739,9 @@ fn is_pattern_program(program: &str) -> bool {
 /// FILE…`, `sed SCRIPT FILE…`), when the pattern is not given with `-e`.
 fn pattern_argument(program: &str, args: &[String]) -> Option<usize> {
     const PATTERN_FIRST: [&str; 10] = ["grep", "egrep", "fgrep", "rg", "ag", "ack", "sed", "jq", "awk", "git"];
-    if !PATTERN_FIRST.contains(&program) || args.iter().any(|arg| arg == "-e" || arg == "--regexp" || arg == "--expression" || arg == "-f") {
+    if !PATTERN_FIRST.contains(&program)
+        || args.iter().any(|arg| arg == "-e" || arg == "--regexp" || arg == "--expression" || arg == "-f")
+    {
         return None;
     }
     if program == "git" {

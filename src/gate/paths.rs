@@ -203,23 +203,35 @@ fn critical_write_target(path: &str, home: &str) -> bool {
     DISKS.iter().any(|disk| path.starts_with(disk))
         || path == "/dev/mem"
         || path == "/dev/kmem"
-        || home_relative(path, home).is_some_and(|rest| rest == ".ssh/authorized_keys" || rest == ".ssh/authorized_keys2")
+        || home_relative(path, home)
+            .is_some_and(|rest| rest == ".ssh/authorized_keys" || rest == ".ssh/authorized_keys2")
         || path.ends_with("/.ssh/authorized_keys")
 }
 
 fn credential_location(path: &str, home: &str) -> bool {
     const HOME_DIRS: [&str; 14] = [
-        ".ssh", ".aws", ".gnupg", ".config/gcloud", ".azure", ".kube", ".password-store",
-        ".config/gh", ".docker", ".terraform.d", ".config/op", ".local/share/keyrings",
-        "Library/Keychains", ".mozilla/firefox",
+        ".ssh",
+        ".aws",
+        ".gnupg",
+        ".config/gcloud",
+        ".azure",
+        ".kube",
+        ".password-store",
+        ".config/gh",
+        ".docker",
+        ".terraform.d",
+        ".config/op",
+        ".local/share/keyrings",
+        "Library/Keychains",
+        ".mozilla/firefox",
     ];
     const HOME_FILES: [&str; 7] =
         [".netrc", ".git-credentials", ".npmrc", ".pypirc", ".vault-token", ".pgpass", ".my.cnf"];
     const SYSTEM_FILES: [&str; 4] = ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/master.passwd"];
-    if let Some(rest) = home_relative(path, home) {
-        if HOME_DIRS.iter().any(|dir| is_within(rest, dir)) || HOME_FILES.contains(&rest) {
-            return true;
-        }
+    if let Some(rest) = home_relative(path, home)
+        && (HOME_DIRS.iter().any(|dir| is_within(rest, dir)) || HOME_FILES.contains(&rest))
+    {
+        return true;
     }
     if SYSTEM_FILES.contains(&path) || path.contains("/.ssh/") || path.contains("/.aws/") {
         return true;
@@ -237,14 +249,31 @@ fn credential_location(path: &str, home: &str) -> bool {
 
 fn persistence_location(path: &str, home: &str) -> bool {
     const HOME_FILES: [&str; 12] = [
-        ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
-        ".zprofile", ".zshenv", ".zlogin", ".config/fish/config.fish", ".ssh/config", ".ssh/rc",
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zprofile",
+        ".zshenv",
+        ".zlogin",
+        ".config/fish/config.fish",
+        ".ssh/config",
+        ".ssh/rc",
     ];
     const HOME_DIRS: [&str; 4] =
         [".config/autostart", ".config/systemd", "Library/LaunchAgents", ".local/share/systemd"];
     const SYSTEM_DIRS: [&str; 9] = [
-        "/etc/cron.d", "/etc/cron.daily", "/etc/cron.hourly", "/etc/cron.weekly", "/etc/cron.monthly",
-        "/var/spool/cron", "/etc/systemd", "/etc/init.d", "/etc/profile.d",
+        "/etc/cron.d",
+        "/etc/cron.daily",
+        "/etc/cron.hourly",
+        "/etc/cron.weekly",
+        "/etc/cron.monthly",
+        "/var/spool/cron",
+        "/etc/systemd",
+        "/etc/init.d",
+        "/etc/profile.d",
     ];
     if let Some(rest) = home_relative(path, home)
         && (HOME_FILES.contains(&rest) || HOME_DIRS.iter().any(|dir| is_within(rest, dir)))
@@ -276,8 +305,8 @@ fn agent_policy_location(path: &str, home: &str) -> bool {
 
 fn system_location(path: &str) -> bool {
     const SYSTEM_DIRS: [&str; 17] = [
-        "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/sys", "/proc",
-        "/dev", "/var", "/opt", "/System", "/Library", "/private", "/snap",
+        "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/sys", "/proc", "/dev", "/var", "/opt",
+        "/System", "/Library", "/private", "/snap",
     ];
     path == "/" || SYSTEM_DIRS.iter().any(|dir| is_within(path, dir))
 }

@@ -57,10 +57,8 @@ impl CompiledRule {
     /// Whether a resolved absolute path matches the rule's globs.
     pub fn matches_path(&self, resolved: &str, workspace: &Workspace, home: &str) -> bool {
         let Matcher::PathGlob { relative, absolute } = &self.matcher else { return false };
-        let relative_hit = relative
-            .as_ref()
-            .zip(workspace.relative(resolved))
-            .is_some_and(|(globs, inside)| globs.is_match(inside));
+        let relative_hit =
+            relative.as_ref().zip(workspace.relative(resolved)).is_some_and(|(globs, inside)| globs.is_match(inside));
         let absolute_hit = absolute.as_ref().is_some_and(|globs| {
             globs.is_match(resolved)
                 || resolved.strip_prefix(home).is_some_and(|rest| globs.is_match(format!("~{rest}")))

@@ -51,7 +51,8 @@ impl CommandPart {
 
     /// Recomputes the program name after `argv` changed.
     fn refresh_name(&mut self) {
-        self.name = self.argv.first().map(|name| name.rsplit('/').next().unwrap_or(name).to_owned()).unwrap_or_default();
+        self.name =
+            self.argv.first().map(|name| name.rsplit('/').next().unwrap_or(name).to_owned()).unwrap_or_default();
     }
 
     /// A part with the given words, as the analysis would produce it (for tests and tools).
@@ -166,13 +167,23 @@ impl Walker<'_> {
 
     fn walk_source(&mut self, source: &str, depth: usize) {
         if depth > MAX_DEPTH {
-            self.finding(ReasonCode::ShellParseError, Tier::High, None, "the command nests too deeply to analyse".to_owned());
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                "the command nests too deeply to analyse".to_owned(),
+            );
             return;
         }
         let tokens = match uncached_tokenize_str(source, &self.options.tokenizer_options()) {
             Ok(tokens) => tokens,
             Err(error) => {
-                self.finding(ReasonCode::ShellParseError, Tier::High, None, format!("cannot parse the command: {error}"));
+                self.finding(
+                    ReasonCode::ShellParseError,
+                    Tier::High,
+                    None,
+                    format!("cannot parse the command: {error}"),
+                );
                 return;
             }
         };
@@ -183,7 +194,12 @@ impl Walker<'_> {
                 }
             }
             Err(error) => {
-                self.finding(ReasonCode::ShellParseError, Tier::High, None, format!("cannot parse the command: {error}"));
+                self.finding(
+                    ReasonCode::ShellParseError,
+                    Tier::High,
+                    None,
+                    format!("cannot parse the command: {error}"),
+                );
             }
         }
     }
@@ -218,7 +234,8 @@ impl Walker<'_> {
             }
             let produced = &self.analysis.parts[first_part..];
             let fetches = produced.iter().any(|part| FETCHERS.contains(&part.program()));
-            input = PipeInput { from_pipe: index + 1 < pipeline.seq.len(), from_network: input.from_network || fetches };
+            input =
+                PipeInput { from_pipe: index + 1 < pipeline.seq.len(), from_network: input.from_network || fetches };
         }
     }
 
@@ -361,7 +378,12 @@ impl Walker<'_> {
                 expanded
             }
             Err(error) => {
-                self.finding(ReasonCode::ShellParseError, Tier::High, None, format!("cannot parse the word `{word}`: {error}"));
+                self.finding(
+                    ReasonCode::ShellParseError,
+                    Tier::High,
+                    None,
+                    format!("cannot parse the word `{word}`: {error}"),
+                );
                 Expanded { text: word.to_owned(), dynamic: true, fetched: false }
             }
         }
@@ -534,7 +556,13 @@ impl Walker<'_> {
 
         part.refresh_name();
         self.unwrap_wrappers(&mut part);
-        part.followed = self.follow_execution(&part, input, stdin_text.as_deref(), substituted_fetch || process_substitution_fetches, depth);
+        part.followed = self.follow_execution(
+            &part,
+            input,
+            stdin_text.as_deref(),
+            substituted_fetch || process_substitution_fetches,
+            depth,
+        );
         self.track_writes_and_cd(&part, stdin_text.as_deref());
         self.analysis.parts.push(part);
     }
@@ -564,7 +592,24 @@ impl Walker<'_> {
                     part.dynamic_args = true;
                     skip_options(
                         part.args(),
-                        &["-I", "-i", "-n", "-P", "-L", "-l", "-d", "-E", "-e", "-s", "-a", "--arg-file", "--delimiter", "--max-args", "--max-procs", "--replace"],
+                        &[
+                            "-I",
+                            "-i",
+                            "-n",
+                            "-P",
+                            "-L",
+                            "-l",
+                            "-d",
+                            "-E",
+                            "-e",
+                            "-s",
+                            "-a",
+                            "--arg-file",
+                            "--delimiter",
+                            "--max-args",
+                            "--max-procs",
+                            "--replace",
+                        ],
                         false,
                     )
                 }
@@ -586,10 +631,21 @@ impl Walker<'_> {
     /// Follows execution into code the command runs: `bash -c`, `eval`, scripts written earlier,
     /// and shells fed from pipes, here-documents or process substitution. Returns whether that
     /// code was followed (and so judged part by part).
-    fn follow_execution(&mut self, part: &CommandPart, input: PipeInput, stdin_text: Option<&str>, fetched: bool, depth: usize) -> bool {
+    fn follow_execution(
+        &mut self,
+        part: &CommandPart,
+        input: PipeInput,
+        stdin_text: Option<&str>,
+        fetched: bool,
+        depth: usize,
+    ) -> bool {
         let program = part.program();
         let args = part.args();
-        let runs_code = is_shell(program) || program == "eval" || program == "source" || program == "." || INTERPRETERS.contains(&program);
+        let runs_code = is_shell(program)
+            || program == "eval"
+            || program == "source"
+            || program == "."
+            || INTERPRETERS.contains(&program);
         if runs_code && fetched {
             self.finding(
                 ReasonCode::CriticalCommand,
@@ -614,7 +670,12 @@ impl Walker<'_> {
         match program {
             "eval" => {
                 if part.dynamic_args {
-                    self.finding(ReasonCode::OpaqueExecution, Tier::High, None, "`eval` runs text only known at run time".to_owned());
+                    self.finding(
+                        ReasonCode::OpaqueExecution,
+                        Tier::High,
+                        None,
+                        "`eval` runs text only known at run time".to_owned(),
+                    );
                     false
                 } else {
                     let script = args.join(" ");
@@ -685,17 +746,28 @@ impl Walker<'_> {
             self.scoped(|walker| walker.walk_source(&text, depth + 1));
             true
         } else if input.from_pipe || part.dynamic_args {
-            self.finding(ReasonCode::OpaqueExecution, Tier::High, None, format!("`{program}` runs a script read from a pipe"));
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                format!("`{program}` runs a script read from a pipe"),
+            );
             false
         } else {
             // An interactive shell with no script: nothing the gate can see through.
-            self.finding(ReasonCode::OpaqueExecution, Tier::High, None, format!("`{program}` starts an interactive shell"));
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                format!("`{program}` starts an interactive shell"),
+            );
             false
         }
     }
 
     fn follow_script(&mut self, program: &str, script: &str, cwd: &Option<String>, depth: usize) -> bool {
-        let payload = paths::resolve(script, cwd.as_deref(), self.home).and_then(|resolved| self.written.get(&resolved).cloned());
+        let payload =
+            paths::resolve(script, cwd.as_deref(), self.home).and_then(|resolved| self.written.get(&resolved).cloned());
         match payload {
             Some(payload) => {
                 self.scoped(|walker| walker.walk_source(&payload, depth + 1));
@@ -718,7 +790,13 @@ impl Walker<'_> {
         let content = match part.program() {
             // printf's `\n` escapes become line breaks; that is how payloads are usually written.
             "echo" | "printf" => Some(
-                part.args().iter().filter(|arg| !arg.starts_with('-')).cloned().collect::<Vec<_>>().join(" ").replace("\\n", "\n"),
+                part.args()
+                    .iter()
+                    .filter(|arg| !arg.starts_with('-'))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .replace("\\n", "\n"),
             ),
             "cat" | "tee" if part.args().iter().all(|arg| arg.starts_with('-') || part.program() == "tee") => {
                 stdin_text.map(str::to_owned)
@@ -726,7 +804,12 @@ impl Walker<'_> {
             _ => None,
         };
         if let Some(content) = content {
-            let mut targets: Vec<String> = part.redirects.iter().filter(|(_, access)| *access == Access::Write).filter_map(|(target, _)| target.clone()).collect();
+            let mut targets: Vec<String> = part
+                .redirects
+                .iter()
+                .filter(|(_, access)| *access == Access::Write)
+                .filter_map(|(target, _)| target.clone())
+                .collect();
             if part.program() == "tee" {
                 targets.extend(part.args().iter().filter(|arg| !arg.starts_with('-')).cloned());
             }
@@ -754,7 +837,11 @@ static NAME_MARKER: ast::CommandPrefixOrSuffixItem =
 
 /// `-c`, or a cluster of short flags that includes `c` (`-lc`, `-ec`).
 fn is_dash_c(arg: &str) -> bool {
-    arg.len() >= 2 && arg.starts_with('-') && !arg.starts_with("--") && arg[1..].chars().all(|c| c.is_ascii_alphabetic()) && arg.contains('c')
+    arg.len() >= 2
+        && arg.starts_with('-')
+        && !arg.starts_with("--")
+        && arg[1..].chars().all(|c| c.is_ascii_alphabetic())
+        && arg.contains('c')
 }
 
 /// Counts the wrapper's own options (and `NAME=value` words for `env`) before the wrapped
@@ -768,9 +855,7 @@ fn skip_options(args: &[String], options_with_value: &[&str], assignments: bool)
         }
         if options_with_value.contains(&arg.as_str()) {
             index += 2;
-        } else if arg.starts_with('-') && arg.len() > 1 {
-            index += 1;
-        } else if assignments && arg.contains('=') {
+        } else if (arg.starts_with('-') && arg.len() > 1) || (assignments && arg.contains('=')) {
             index += 1;
         } else {
             break;
@@ -793,7 +878,10 @@ mod tests {
 
     #[test]
     fn splits_compound_commands_pipes_and_subshells() {
-        assert_eq!(programs("git status && cargo build 2>&1 | tail -n 5; ls || echo x"), ["git", "cargo", "tail", "ls", "echo"]);
+        assert_eq!(
+            programs("git status && cargo build 2>&1 | tail -n 5; ls || echo x"),
+            ["git", "cargo", "tail", "ls", "echo"]
+        );
         assert_eq!(programs("(cd src && ls) ; { pwd; }"), ["cd", "ls", "pwd"]);
         assert_eq!(programs("for f in *.rs; do wc -l \"$f\"; done"), ["wc"]);
         assert_eq!(programs("if test -f x; then cat x; else rm y; fi"), ["test", "cat", "rm"]);

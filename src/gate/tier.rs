@@ -122,11 +122,7 @@ fn writes(fields: &[&str]) -> ArgumentSpec {
 }
 
 fn shell(field: &str, workdir: Option<&str>) -> ArgumentSpec {
-    ArgumentSpec {
-        shell: Some(field.to_owned()),
-        workdir: workdir.map(str::to_owned),
-        ..ArgumentSpec::default()
-    }
+    ArgumentSpec { shell: Some(field.to_owned()), workdir: workdir.map(str::to_owned), ..ArgumentSpec::default() }
 }
 
 /// The built-in tool presets. Names and argument fields follow the tools' published schemas.

@@ -1,0 +1,17 @@
+//! Fuzzes the shell analyser through the whole gate: any bytes as a Bash command. The gate must
+//! not panic, and a command it cannot parse must never be allowed.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use permit::config::Config;
+use permit::decision::{GateAction, ReasonCode};
+use permit::gate::{CallContext, Gate, call};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(command) = std::str::from_utf8(data) else { return };
+    let Ok(gate) = Gate::new(&Config::default()) else { return };
+    let outcome = gate.evaluate(&call("Bash", serde_json::json!({ "command": command })), CallContext { cwd: Some("/workspace") });
+    if outcome.reason_codes.contains(&ReasonCode::ShellParseError) {
+        assert_ne!(outcome.action, GateAction::Allow, "an unparsable command was allowed: {command:?}");
+    }
+});

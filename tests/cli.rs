@@ -1,0 +1,122 @@
+//! The `permit` binary end to end: `decide` on the example request, bad input, and
+//! `check-config` on good and bad configs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn permit(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("PERMIT_CONFIG")
+        .env("HOME", "/home/dev")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("permit-cli-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn decide_answers_the_example_request_in_order() {
+    let request = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/request.json")).unwrap();
+    let output = permit(&["decide"], &request);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let response: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let decisions: Vec<(&str, &str)> = response["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|decision| (decision["id"].as_str().unwrap(), decision["decision"].as_str().unwrap()))
+        .collect();
+    assert_eq!(decisions, [("c2", "allow"), ("c3", "ask"), ("c4", "deny"), ("c5", "ask")]);
+    assert_eq!(response["decisions"][1]["reason_code"], "no_classifier");
+    assert_eq!(response["decisions"][2]["rules"][0], "rm-root-or-home");
+    // Exactly the wire fields of BRIEF.md, nothing more.
+    let keys: Vec<&String> = response["decisions"][0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["decision", "id", "p_allow", "reason", "reason_code", "rules", "stage", "tier"]);
+}
+
+#[test]
+fn decide_explain_shows_the_gate_outcome() {
+    let request =
+        r#"{"cwd": "/workspace", "pending": [{"id": "x", "name": "Bash", "input": {"command": "ls && rm -rf ~"}}]}"#;
+    let output = permit(&["decide", "--explain"], request);
+    assert!(output.status.success());
+    let explained: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let gate = &explained["decisions"][0]["gate"];
+    assert_eq!(gate["action"], "deny");
+    assert_eq!(gate["hard_deny"], true);
+    assert_eq!(gate["primary"], "critical_command");
+    assert!(gate["findings"].as_array().unwrap().iter().any(|finding| finding["rule"] == "rm-root-or-home"));
+}
+
+#[test]
+fn bad_requests_exit_2_naming_the_field() {
+    for (request, needle) in [
+        ("not json", "invalid request"),
+        (r#"{"pending": [{"id": "a", "name": "Bash", "input": []}]}"#, "pending[0].input"),
+        (r#"{"pending": [{"id": "a", "name": "Bash"}], "extra": 1}"#, "extra"),
+        (r#"{"pending": []}"#, "at least one"),
+    ] {
+        let output = permit(&["decide"], request);
+        assert_eq!(output.status.code(), Some(2), "{request}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{request}: {stderr}");
+        assert!(output.stdout.is_empty(), "no decision is printed for a request that was not understood");
+    }
+}
+
+#[test]
+fn check_config_accepts_the_example_and_defaults() {
+    let output = permit(&["check-config", "--config", "examples/permit.toml"], "");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("rules: 5") && stdout.contains("mode: auto"), "{stdout}");
+    let output = permit(&["check-config"], "");
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("built-in defaults"));
+}
+
+#[test]
+fn check_config_rejects_bad_configs_with_a_fix() {
+    let cases = [
+        ("mode = \"yolo\"\n", "unknown variant `yolo`"),
+        ("[tools]\npreset = []\n", "unknown field `preset`"),
+        ("[[tools.define]]\nname = \"x\"\nreadonly = true\n", "readonly"),
+        (
+            "[screen]\nallow_threshold_percent = 40\n[screen.model]\nbackend = \"local\"\npath = \"m.gguf\"\n",
+            "50..=100",
+        ),
+        ("[server]\nbind = \"0.0.0.0:8787\"\n", "no tokens are configured"),
+        (
+            "[[rules]]\nid = \"r\"\ntool = \"Bash\"\ncommand_prefix = \"ls\"\ndecision = \"allow\"\nreason = \"x\"\nmatch = [\"cat a\"]\n",
+            "does not match the rule",
+        ),
+        (
+            "[[rules]]\nid = \"r\"\ntool = \"Bash\"\ndecision = \"allow\"\nreason = \"x\"\n",
+            "add at least one `match` example",
+        ),
+    ];
+    for (index, (text, needle)) in cases.into_iter().enumerate() {
+        let path = write_temp(&format!("bad-{index}.toml"), text);
+        let output = permit(&["check-config", "--config", path.to_str().unwrap()], "");
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{text}: {stderr}");
+        std::fs::remove_file(path).unwrap();
+    }
+    let output = permit(&["check-config", "--config", "/nonexistent/permit.toml"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read config `/nonexistent/permit.toml`"));
+}
