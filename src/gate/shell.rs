@@ -187,7 +187,25 @@ impl Walker<'_> {
                 return;
             }
         };
-        match parse_tokens(&tokens, &self.options) {
+        if let Some(number) = oversized_fd_number(&tokens) {
+            // brush-parser 0.4 unwraps the parse of a redirection's fd number and panics when it
+            // overflows (found by `cargo fuzz run shell`); bash itself rejects such a command.
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("cannot parse the command: file descriptor `{number}` is out of range"),
+            );
+            return;
+        }
+        // Defence in depth: a panic inside the parser on input nobody has found yet is a parse
+        // error (fail closed), not a crashed service.
+        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_tokens(&tokens, &self.options)));
+        let Ok(parsed) = parsed else {
+            self.finding(ReasonCode::ShellParseError, Tier::High, None, "cannot parse the command: the parser failed".to_owned());
+            return;
+        };
+        match parsed {
             Ok(program) => {
                 for list in &program.complete_commands {
                     self.walk_list(list, depth);
@@ -831,6 +849,21 @@ impl Walker<'_> {
     }
 }
 
+/// An all-digit word right before a redirection operator that does not fit an fd (`i32`).
+fn oversized_fd_number(tokens: &[brush_parser::Token]) -> Option<&str> {
+    tokens.windows(2).find_map(|pair| match (&pair[0], &pair[1]) {
+        (brush_parser::Token::Word(word, _), brush_parser::Token::Operator(operator, _))
+            if operator.starts_with(['<', '>'])
+                && !word.is_empty()
+                && word.chars().all(|c| c.is_ascii_digit())
+                && word.parse::<i32>().is_err() =>
+        {
+            Some(word.as_str())
+        }
+        _ => None,
+    })
+}
+
 /// A placeholder item standing for the command name while iterating a simple command.
 static NAME_MARKER: ast::CommandPrefixOrSuffixItem =
     ast::CommandPrefixOrSuffixItem::Word(ast::Word { value: String::new(), loc: None });
@@ -968,6 +1001,16 @@ mod tests {
         }
         let analysis = analyze(&nested, Some("/w"), "/h");
         assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
+    }
+
+    #[test]
+    fn oversized_fd_numbers_are_parse_errors_not_panics() {
+        // Found by `cargo fuzz run shell`: brush-parser panics on this input.
+        let analysis = analyze("(((\0\0\0~/f 7777777777777777777777<<&$", Some("/w"), "/h");
+        assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
+        let analysis = analyze("cat 99999999999>out", Some("/w"), "/h");
+        assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
+        assert!(analyze("echo 2>&1 12>x", Some("/w"), "/h").findings.is_empty());
     }
 
     #[test]
