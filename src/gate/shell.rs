@@ -187,6 +187,13 @@ impl Walker<'_> {
                 return;
             }
         };
+        if let Some(problem) = unbalanced_parentheses(&tokens) {
+            // brush-parser's PEG grammar backtracks exponentially on unclosed `(` / `((` (found by
+            // `cargo fuzz run shell`: 32 open parentheses took about a minute). Such a command is a
+            // syntax error in bash anyway, so it is refused before parsing.
+            self.finding(ReasonCode::ShellParseError, Tier::High, None, format!("cannot parse the command: {problem}"));
+            return;
+        }
         if let Some(number) = oversized_fd_number(&tokens) {
             // brush-parser 0.4 unwraps the parse of a redirection's fd number and panics when it
             // overflows (found by `cargo fuzz run shell`); bash itself rejects such a command.
@@ -202,7 +209,12 @@ impl Walker<'_> {
         // error (fail closed), not a crashed service.
         let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_tokens(&tokens, &self.options)));
         let Ok(parsed) = parsed else {
-            self.finding(ReasonCode::ShellParseError, Tier::High, None, "cannot parse the command: the parser failed".to_owned());
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                "cannot parse the command: the parser failed".to_owned(),
+            );
             return;
         };
         match parsed {
@@ -849,6 +861,41 @@ impl Walker<'_> {
     }
 }
 
+/// Deeper parenthesis nesting than this is refused before parsing (no agent writes it, and it
+/// is where the parser's backtracking lives).
+const MAX_PARENTHESIS_DEPTH: usize = 24;
+
+/// Why the operator parentheses cannot be parsed safely: more `(` than `)`, or nesting deeper
+/// than [`MAX_PARENTHESIS_DEPTH`].
+fn unbalanced_parentheses(tokens: &[brush_parser::Token]) -> Option<String> {
+    let (mut depth, mut deepest, mut opens, mut closes) = (0usize, 0usize, 0usize, 0usize);
+    for token in tokens {
+        if let brush_parser::Token::Operator(operator, _) = token {
+            for c in operator.chars() {
+                match c {
+                    '(' => {
+                        opens += 1;
+                        depth += 1;
+                        deepest = deepest.max(depth);
+                    }
+                    ')' => {
+                        closes += 1;
+                        depth = depth.saturating_sub(1);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    if opens > closes {
+        Some(format!("{} unclosed `(`", opens - closes))
+    } else if deepest > MAX_PARENTHESIS_DEPTH {
+        Some(format!("parentheses nest {deepest} deep (at most {MAX_PARENTHESIS_DEPTH})"))
+    } else {
+        None
+    }
+}
+
 /// An all-digit word right before a redirection operator that does not fit an fd (`i32`).
 fn oversized_fd_number(tokens: &[brush_parser::Token]) -> Option<&str> {
     tokens.windows(2).find_map(|pair| match (&pair[0], &pair[1]) {
@@ -1011,6 +1058,21 @@ mod tests {
         let analysis = analyze("cat 99999999999>out", Some("/w"), "/h");
         assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
         assert!(analyze("echo 2>&1 12>x", Some("/w"), "/h").findings.is_empty());
+    }
+
+    #[test]
+    fn unclosed_parentheses_are_refused_before_the_parser_can_backtrack() {
+        // Found by `cargo fuzz run shell`: this took the parser about a minute.
+        let started = std::time::Instant::now();
+        let analysis = analyze(&"((".repeat(32), Some("/w"), "/h");
+        assert!(analysis.findings.iter().any(|finding| finding.detail.contains("unclosed")));
+        let analysis = analyze(&format!("{}ls{}", "(".repeat(30), ")".repeat(30)), Some("/w"), "/h");
+        assert!(analysis.findings.iter().any(|finding| finding.detail.contains("nest")));
+        assert_eq!(programs("(cd src && (ls))"), ["cd", "ls"]);
+        assert_eq!(programs("case x in a) ls ;; esac"), ["ls"]);
+        assert_eq!(programs("echo $((1 + (2 * 3)))"), ["echo"]);
+        // Not a timing assertion: a generous bound that only a regression to backtracking breaks.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
     }
 
     #[test]
