@@ -114,6 +114,10 @@ pub struct ToolsConfig {
     /// they come from the party being judged.
     #[serde(default)]
     pub trust_request_annotations: bool,
+    /// What the gate does with a tool it does not know (tier `high`): `ask` a person, or let the
+    /// classifier judge it (`classify`, for evals of general tool-use data).
+    #[serde(default)]
+    pub unknown: UnknownToolAction,
     /// Tools whose answers pair with their questions in the transcript the models see.
     #[serde(default = "default_questionnaire_tools")]
     pub questionnaire: Vec<String>,
@@ -127,10 +131,21 @@ impl Default for ToolsConfig {
         Self {
             presets: default_presets(),
             trust_request_annotations: false,
+            unknown: UnknownToolAction::default(),
             questionnaire: default_questionnaire_tools(),
             define: Vec::new(),
         }
     }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownToolAction {
+    /// Nothing is known about the tool, so a person decides.
+    #[default]
+    Ask,
+    /// The classifier judges it like any other high-tier call.
+    Classify,
 }
 
 /// An operator-defined tool with MCP-style annotations; a missing hint takes MCP's cautious
@@ -619,7 +634,7 @@ impl Config {
                 }
             ),
             format!(
-                "tools: {tool_count} known (presets: {}; {} operator-defined); request annotations {}",
+                "tools: {tool_count} known (presets: {}; {} operator-defined); unknown tools: {}; request annotations {}",
                 self.tools
                     .presets
                     .iter()
@@ -630,6 +645,10 @@ impl Config {
                     .collect::<Vec<_>>()
                     .join(", "),
                 self.tools.define.len(),
+                match self.tools.unknown {
+                    UnknownToolAction::Ask => "ask",
+                    UnknownToolAction::Classify => "classify",
+                },
                 if self.tools.trust_request_annotations { "trusted" } else { "ignored" }
             ),
             format!(

@@ -18,7 +18,7 @@ pub mod tier;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::config::{Config, Mode, RuleDecision};
+use crate::config::{Config, Mode, RuleDecision, UnknownToolAction};
 use crate::decision::{GateAction, ReasonCode, Tier};
 use crate::gate::paths::{Access, Workspace};
 use crate::gate::rules::{CompiledRule, Matcher, RuleSet};
@@ -34,6 +34,7 @@ pub struct Gate {
     registry: ToolRegistry,
     rules: RuleSet,
     trust_request_annotations: bool,
+    unknown_tool_action: UnknownToolAction,
     use_request_cwd: bool,
     extra_roots: Vec<String>,
     home: String,
@@ -126,6 +127,8 @@ struct Unit {
     argv: Option<Vec<String>>,
     /// Code explaining `command_tier`.
     command_code: ReasonCode,
+    /// The least strict action the unit may get, unless an operator `allow` rule covers it.
+    floor: GateAction,
 }
 
 impl Unit {
@@ -138,6 +141,7 @@ impl Unit {
             paths: Vec::new(),
             argv: None,
             command_code,
+            floor: GateAction::Allow,
         }
     }
 
@@ -212,6 +216,7 @@ impl Gate {
             registry,
             rules: RuleSet::compile(&config.rules)?,
             trust_request_annotations: config.tools.trust_request_annotations,
+            unknown_tool_action: config.tools.unknown,
             use_request_cwd: config.workspace.use_request_cwd,
             extra_roots: config.workspace.roots.clone(),
             home: config.home(),
@@ -265,12 +270,17 @@ impl Gate {
         let mut call_findings = Vec::new();
         let spec = self.resolve_spec(call, &mut call_findings);
         let structural_tier = spec.as_ref().map(ToolSpec::structural_tier).unwrap_or(Tier::High);
-        let command_code = if spec.is_some() { ReasonCode::ModeTier } else { ReasonCode::UnknownTool };
 
         let mut units = match &spec {
             Some(spec) if spec.arguments.shell.is_some() => self.shell_units(spec, call, context.cwd, &workspace),
             Some(spec) => vec![self.file_unit(spec, call, context.cwd, &workspace, structural_tier)],
-            None => vec![Unit::new(Tier::High, ReasonCode::UnknownTool)],
+            None => {
+                let mut unit = Unit::new(Tier::High, ReasonCode::UnknownTool);
+                if self.unknown_tool_action == UnknownToolAction::Ask {
+                    unit.floor = GateAction::Ask;
+                }
+                vec![unit]
+            }
         };
         if let Some(first) = units.first_mut() {
             first.findings.extend(call_findings);
@@ -283,7 +293,6 @@ impl Gate {
                 );
             }
         }
-        let _ = command_code;
 
         self.combine(call, units.as_mut_slice(), &spec, structural_tier, &workspace)
     }
@@ -610,6 +619,11 @@ impl Gate {
                 Some(rule_action) => mode_action.max(rule_action),
                 None => mode_action,
             };
+            // An unknown tool goes to a person (unless configured to the classifier); only the
+            // test-rig mode or an operator rule naming the tool lets it run unattended.
+            if !allow_rule && self.mode != Mode::ApproveAllDangerous {
+                unit_action = unit_action.max(unit.floor);
+            }
             if critical || unit_hard {
                 unit_action = GateAction::Deny;
             }

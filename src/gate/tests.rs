@@ -123,11 +123,15 @@ fn unknown_tools_are_high_and_their_annotations_ignored() {
     });
     let outcome = gate.evaluate(&unknown, CallContext { cwd: Some(CWD) });
     assert_eq!(outcome.tier, Tier::High);
-    assert_eq!(outcome.action, GateAction::Classify);
+    assert_eq!(outcome.action, GateAction::Ask);
+    assert_eq!(outcome.primary, ReasonCode::UnknownTool);
     assert!(outcome.reason_codes.contains(&ReasonCode::UnknownTool));
     assert!(outcome.reason_codes.contains(&ReasonCode::UntrustedAnnotationsIgnored));
 
     let mut config = Config::default();
+    config.tools.unknown = crate::config::UnknownToolAction::Classify;
+    let routed = Gate::new(&config).unwrap().evaluate(&unknown, CallContext { cwd: Some(CWD) });
+    assert_eq!(routed.action, GateAction::Classify);
     config.tools.trust_request_annotations = true;
     let trusting = Gate::new(&config).unwrap();
     let outcome = trusting.evaluate(&unknown, CallContext { cwd: Some(CWD) });
@@ -276,8 +280,11 @@ match = [{ title = "x" }]
     assert!(outcome.reason().unwrap().contains("release pipeline"));
     let outcome = gate.evaluate(&call("Read", json!({ "file_path": "secrets/x" })), context);
     assert_eq!(outcome.action, GateAction::Ask);
+    // A restrictive rule cannot loosen the unknown tool's `ask` to `classify`; define the tool
+    // (or set `tools.unknown = "classify"`) to let the classifier judge it.
     let outcome = gate.evaluate(&call("mcp__github__create_issue", json!({})), context);
-    assert_eq!(outcome.action, GateAction::Classify);
+    assert_eq!(outcome.action, GateAction::Ask);
+    assert!(outcome.rules.contains(&"mcp-github-classify".to_owned()));
 }
 
 #[test]
