@@ -30,7 +30,8 @@ pub enum Command {
         /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Print each call's gate explanation (tier, rules, reason codes, findings) with its decision.
+        /// Print each call's full decision record: the gate's explanation (tier, rules, reason
+        /// codes, findings), the screen and review answers, latencies and tokens.
         #[arg(long)]
         explain: bool,
     },
@@ -68,10 +69,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(EXIT_BAD_INPUT));
                 }
             };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .context("cannot start the async runtime")?;
             let output = if explain {
-                serde_json::to_string_pretty(&serde_json::json!({ "decisions": engine.explain(&request) }))?
+                let records = runtime.block_on(engine.records(&request));
+                serde_json::to_string_pretty(&serde_json::json!({ "decisions": records }))?
             } else {
-                serde_json::to_string_pretty(&engine.decide(&request))?
+                serde_json::to_string_pretty(&runtime.block_on(engine.decide(&request)))?
             };
             println!("{output}");
             Ok(ExitCode::SUCCESS)
@@ -82,7 +88,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
             let source = path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
             println!("config ok: {source}");
-            println!("{}", engine.config().summary(engine.gate().registry().len()));
+            println!("{}", engine.config().summary(engine.pipeline().gate().registry().len()));
             Ok(ExitCode::SUCCESS)
         }
     }

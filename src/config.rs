@@ -75,7 +75,43 @@ pub struct Config {
     #[serde(default)]
     pub session: SessionConfig,
     #[serde(default)]
+    pub transcript: TranscriptConfig,
+    #[serde(default)]
+    pub prompts: PromptsConfig,
+    #[serde(default)]
     pub server: ServerConfig,
+}
+
+/// Files that replace the built-in prompts (`prompts/*.md`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptsConfig {
+    #[serde(default)]
+    pub policy: Option<PathBuf>,
+    #[serde(default)]
+    pub screen: Option<PathBuf>,
+    #[serde(default)]
+    pub review: Option<PathBuf>,
+    #[serde(default)]
+    pub batch: Option<PathBuf>,
+}
+
+/// How much of the session the models are shown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptConfig {
+    /// Estimated tokens the rendered transcript may take; past it the oldest tool calls go.
+    #[serde(default = "default_transcript_tokens")]
+    pub max_tokens: usize,
+    /// String arguments of completed calls are cut to this many characters.
+    #[serde(default = "default_argument_chars")]
+    pub argument_chars: usize,
+}
+
+impl Default for TranscriptConfig {
+    fn default() -> Self {
+        Self { max_tokens: default_transcript_tokens(), argument_chars: default_argument_chars() }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -415,6 +451,12 @@ impl Default for ServerConfig {
     }
 }
 
+fn default_transcript_tokens() -> usize {
+    8_000
+}
+fn default_argument_chars() -> usize {
+    500
+}
 fn default_true() -> bool {
     true
 }
@@ -580,6 +622,11 @@ impl Config {
                 return Err("`review.timeout_ms` must be greater than 0".to_owned());
             }
             validate_model("review.model", &review.model)?;
+        }
+        if self.transcript.max_tokens < 256 || self.transcript.argument_chars == 0 {
+            return Err(
+                "`transcript.max_tokens` must be at least 256 and `transcript.argument_chars` at least 1".to_owned()
+            );
         }
         let session = &self.session;
         if session.max_consecutive_denials == 0 || session.max_total_denials == 0 {

@@ -9,13 +9,16 @@
 //! let request = DecideRequest::from_json(
 //!     r#"{"cwd": "/workspace", "pending": [{"id": "c1", "name": "Bash", "input": {"command": "git status"}}]}"#,
 //! ).unwrap();
-//! let response = engine.decide(&request);
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! let response = runtime.block_on(engine.decide(&request));
 //! assert_eq!(response.decisions[0].decision, permit::decision::Decision::Allow);
 //! ```
 
+pub mod classifier;
 pub mod cli;
 pub mod config;
 pub mod decision;
 pub mod engine;
 pub mod gate;
+pub mod model;
 pub mod request;

@@ -55,6 +55,7 @@ fn decide_explain_shows_the_gate_outcome() {
     assert!(output.status.success());
     let explained: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let gate = &explained["decisions"][0]["gate"];
+    assert_eq!(explained["decisions"][0]["decision"]["decision"], "deny");
     assert_eq!(gate["action"], "deny");
     assert_eq!(gate["hard_deny"], true);
     assert_eq!(gate["primary"], "critical_command");

@@ -1,0 +1,500 @@
+//! The pipeline: gate → screen → review, combined strictest-wins with session policy.
+//!
+//! Decides every pending call of a request:
+//! - the gate settles `allow` / `ask` / `deny` on its own; only `classify` reaches the models;
+//! - the screen may skip the review: it allows only when the model chose `allow` **and** P(allow)
+//!   ≥ the threshold (or, for a model without probabilities, its choice alone). A screen error,
+//!   timeout or malformed answer escalates: the screen can skip a review but never deny;
+//! - escalated calls go to one review (a batch of several gets one question per call). A review
+//!   deny shows the agent the option's fixed description, never model text. A review error
+//!   fails closed to `review.on_error` (`ask` or `deny`); a failed batch fails every member;
+//! - `reviewer` mode's classifier may only veto (its deny becomes `ask`); an irreversible call
+//!   is never allowed by a model (its allow becomes `ask`); a session with too many classifier
+//!   denials sends further classified calls to a person.
+//!
+//! Fails closed everywhere: no error, timeout, malformed answer or missing model ever yields
+//! `allow`. Stage timeouts cancel the model call (its future is dropped).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use serde::Serialize;
+
+use crate::classifier::prompts::Prompts;
+use crate::classifier::questions::{ALLOW, agent_reason};
+use crate::classifier::session::SessionPolicy;
+use crate::classifier::transcript::{self, TranscriptBudget};
+use crate::config::{Config, OnDeny, OnError};
+use crate::decision::{Decision, GateAction, ReasonCode};
+use crate::gate::reversibility::CostlyBudget;
+use crate::gate::{CallContext, Gate, GateOutcome};
+use crate::model::{DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage, validate_answer};
+use crate::request::{CallDecision, DecideRequest, PendingCall, Stage};
+
+pub struct ScreenStage {
+    pub model: Arc<dyn DecisionModel>,
+    /// P(allow) needed to skip the review, in 0.5..=1.
+    pub threshold: f64,
+    pub timeout: Duration,
+}
+
+pub struct ReviewStage {
+    pub model: Arc<dyn DecisionModel>,
+    pub timeout: Duration,
+    pub on_error: OnError,
+    pub on_deny: OnDeny,
+}
+
+/// What one model stage did for one call, for the audit log and the eval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StageRecord {
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub choice: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probabilities: Option<BTreeMap<String, f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_allow: Option<f64>,
+    /// The model's reasoning: internal only, never shown to the agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub latency_ms: f64,
+    pub usage: Usage,
+    /// Calls answered by the same model request (1 unless batched).
+    pub batch_size: usize,
+}
+
+/// Everything about one call's decision: what the audit log and the eval need.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DecisionRecord {
+    pub decision: CallDecision,
+    pub gate: GateOutcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<StageRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<StageRecord>,
+    pub session_locked: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_error: Option<String>,
+    pub latency_ms: f64,
+}
+
+pub struct Pipeline {
+    gate: Gate,
+    costly_budget: CostlyBudget,
+    sessions: SessionPolicy,
+    prompts: Prompts,
+    questionnaire_tools: Vec<String>,
+    transcript_budget: TranscriptBudget,
+    screen: Option<ScreenStage>,
+    review: Option<ReviewStage>,
+}
+
+fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1_000.0
+}
+
+/// The decision for a call the gate settled on its own.
+pub fn gate_decision(call: &PendingCall, outcome: &GateOutcome) -> CallDecision {
+    let (decision, reason_code, reason) = match outcome.action {
+        GateAction::Allow => (Decision::Allow, outcome.primary, None),
+        GateAction::Ask => (Decision::Ask, outcome.primary, outcome.reason()),
+        GateAction::Deny => (Decision::Deny, outcome.primary, outcome.reason()),
+        GateAction::Classify => {
+            let why = outcome.reason().unwrap_or_default();
+            let why = why.strip_prefix("this call needs review: ").unwrap_or(&why).to_owned();
+            (
+                Decision::Ask,
+                ReasonCode::NoClassifier,
+                Some(format!(
+                    "permit needs a person to approve this call: it needs the classifier ({why}) and none is configured"
+                )),
+            )
+        }
+    };
+    decision_for(call, outcome, decision, Stage::Gate, reason_code.as_str(), reason)
+}
+
+fn decision_for(
+    call: &PendingCall,
+    outcome: &GateOutcome,
+    decision: Decision,
+    stage: Stage,
+    reason_code: &str,
+    reason: Option<String>,
+) -> CallDecision {
+    CallDecision {
+        id: call.id.clone(),
+        decision,
+        stage,
+        tier: outcome.tier,
+        reason,
+        reason_code: Some(reason_code.to_owned()),
+        p_allow: None,
+        rules: outcome.rules.clone(),
+    }
+}
+
+/// A model call bounded by the stage timeout, validated against its questions.
+async fn ask_model(
+    model: &dyn DecisionModel,
+    request: &ModelRequest,
+    timeout: Duration,
+) -> (Result<ModelAnswer, ModelError>, f64) {
+    let started = Instant::now();
+    let result = match tokio::time::timeout(timeout, model.answer(request)).await {
+        Ok(Ok(answer)) => validate_answer(&request.questions, &answer).map(|()| answer),
+        Ok(Err(error)) => Err(error),
+        Err(_) => Err(ModelError::Timeout(timeout.as_millis().try_into().unwrap_or(u64::MAX))),
+    };
+    (result, millis(started.elapsed()))
+}
+
+fn error_record(model: &dyn DecisionModel, error: &ModelError, latency_ms: f64, batch_size: usize) -> StageRecord {
+    StageRecord {
+        model: model.name(),
+        error_kind: Some(error.kind().to_owned()),
+        error: Some(error.to_string()),
+        latency_ms,
+        batch_size,
+        ..StageRecord::default()
+    }
+}
+
+/// The screen's verdict for one call: `true` to skip the review.
+fn screen_allows(record: &StageRecord, threshold: f64) -> bool {
+    match (record.choice.as_deref(), record.p_allow) {
+        (Some(ALLOW), Some(p_allow)) => p_allow >= threshold,
+        (Some(ALLOW), None) => true,
+        _ => false,
+    }
+}
+
+impl Pipeline {
+    pub fn new(config: &Config, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Result<Self, String> {
+        let gate = Gate::new(config)?;
+        let prompts = Prompts::load(&config.prompts).map_err(|error| error.to_string())?;
+        Ok(Self {
+            gate,
+            costly_budget: CostlyBudget::new(
+                config.reversibility.costly_budget_per_session,
+                config.session.max_sessions,
+                Duration::from_secs(config.session.ttl_secs),
+            ),
+            sessions: SessionPolicy::new(&config.session),
+            prompts,
+            questionnaire_tools: config.tools.questionnaire.clone(),
+            transcript_budget: TranscriptBudget {
+                max_tokens: config.transcript.max_tokens,
+                argument_chars: config.transcript.argument_chars,
+            },
+            screen,
+            review,
+        })
+    }
+
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    pub fn sessions(&self) -> &SessionPolicy {
+        &self.sessions
+    }
+
+    pub fn has_classifier(&self) -> bool {
+        self.screen.is_some() || self.review.is_some()
+    }
+
+    /// Decides every pending call, in order.
+    pub async fn decide(&self, request: &DecideRequest) -> Vec<DecisionRecord> {
+        let started = Instant::now();
+        let session = request.session_id.as_deref();
+        let context = CallContext { cwd: request.cwd.as_deref() };
+        let outcomes: Vec<GateOutcome> = request
+            .pending
+            .iter()
+            .map(|call| {
+                let mut outcome = self.gate.evaluate(call, context);
+                self.costly_budget.charge(session, &mut outcome);
+                outcome
+            })
+            .collect();
+        let mut records: Vec<DecisionRecord> = request
+            .pending
+            .iter()
+            .zip(&outcomes)
+            .map(|(call, outcome)| DecisionRecord {
+                decision: gate_decision(call, outcome),
+                gate: outcome.clone(),
+                screen: None,
+                review: None,
+                session_locked: false,
+                transcript_error: None,
+                latency_ms: 0.0,
+            })
+            .collect();
+
+        let classified: Vec<usize> =
+            (0..outcomes.len()).filter(|index| outcomes[*index].action == GateAction::Classify).collect();
+        if !classified.is_empty() && self.has_classifier() {
+            if self.sessions.is_locked(session) {
+                for index in &classified {
+                    let record = &mut records[*index];
+                    record.session_locked = true;
+                    record.decision = decision_for(
+                        &request.pending[*index],
+                        &outcomes[*index],
+                        Decision::Ask,
+                        Stage::Session,
+                        "session_denial_limit",
+                        Some("permit needs a person to approve this call: the classifier has denied too many calls in this session, so a person decides from here".to_owned()),
+                    );
+                }
+            } else {
+                self.classify(request, &outcomes, &classified, &mut records).await;
+            }
+        }
+        let latency = millis(started.elapsed());
+        for record in &mut records {
+            record.latency_ms = latency;
+        }
+        records
+    }
+
+    async fn classify(
+        &self,
+        request: &DecideRequest,
+        outcomes: &[GateOutcome],
+        classified: &[usize],
+        records: &mut [DecisionRecord],
+    ) {
+        let session = request.session_id.as_deref();
+        let rendered = transcript::render(request, &self.questionnaire_tools, self.transcript_budget);
+        let transcript = match &rendered {
+            Ok(rendered) => Some(rendered.text.as_str()),
+            Err(error) => {
+                for index in classified {
+                    records[*index].transcript_error = Some(error.to_string());
+                }
+                None
+            }
+        };
+
+        // Stage 1: screens, concurrently. Irreversible calls skip it: a screen may only allow.
+        let mut escalated: Vec<usize> = Vec::new();
+        if let Some(screen) = &self.screen {
+            let screened: Vec<usize> =
+                classified.iter().copied().filter(|index| outcomes[*index].model_may_allow).collect();
+            escalated.extend(classified.iter().copied().filter(|index| !outcomes[*index].model_may_allow));
+            let answers =
+                join_all(screened.iter().map(|index| self.screen_one(screen, transcript, &request.pending[*index])))
+                    .await;
+            for (index, record) in screened.into_iter().zip(answers) {
+                let allowed = record.error_kind.is_none() && screen_allows(&record, screen.threshold);
+                let p_allow = record.p_allow;
+                records[index].screen = Some(record);
+                if allowed {
+                    let mut decision = decision_for(
+                        &request.pending[index],
+                        &outcomes[index],
+                        Decision::Allow,
+                        Stage::Screen,
+                        "screen_allow",
+                        None,
+                    );
+                    decision.p_allow = p_allow;
+                    records[index].decision = decision;
+                    self.sessions.record_classifier_allow(session);
+                } else {
+                    escalated.push(index);
+                }
+            }
+            escalated.sort_unstable();
+        } else {
+            escalated.extend_from_slice(classified);
+        }
+        if escalated.is_empty() {
+            return;
+        }
+
+        // Stage 2: one review for everything the screen escalated.
+        let Some(review) = &self.review else {
+            for index in escalated {
+                let p_allow = records[index].screen.as_ref().and_then(|screen| screen.p_allow);
+                let mut decision = decision_for(
+                    &request.pending[index],
+                    &outcomes[index],
+                    Decision::Ask,
+                    Stage::Screen,
+                    "no_review_model",
+                    Some("permit needs a person to approve this call: the screen did not clear it and no review model is configured".to_owned()),
+                );
+                decision.p_allow = p_allow;
+                records[index].decision = decision;
+            }
+            return;
+        };
+        let calls: Vec<&PendingCall> = escalated.iter().map(|index| &request.pending[*index]).collect();
+        let results = self.review_calls(review, transcript, &calls).await;
+        for (index, (record, option)) in escalated.into_iter().zip(results) {
+            let p_allow = records[index].screen.as_ref().and_then(|screen| screen.p_allow);
+            let mut decision = self.review_decision(
+                review,
+                &request.pending[index],
+                &outcomes[index],
+                option.as_deref(),
+                &record,
+                session,
+            );
+            decision.p_allow = p_allow;
+            records[index].decision = decision;
+            records[index].review = Some(record);
+        }
+    }
+
+    async fn screen_one(&self, screen: &ScreenStage, transcript: Option<&str>, call: &PendingCall) -> StageRecord {
+        let Some(transcript) = transcript else {
+            return error_record(screen.model.as_ref(), &ModelError::OverBudget, 0.0, 1);
+        };
+        let request = match self.prompts.screen(transcript, call) {
+            Ok(request) => request,
+            Err(error) => {
+                return error_record(screen.model.as_ref(), &ModelError::Malformed(error.to_string()), 0.0, 1);
+            }
+        };
+        let (result, latency_ms) = ask_model(screen.model.as_ref(), &request, screen.timeout).await;
+        match result {
+            Ok(answer) => {
+                let choice = answer.choices.into_iter().next().unwrap_or_else(|| crate::model::Choice {
+                    question: String::new(),
+                    option: String::new(),
+                    probabilities: None,
+                });
+                let p_allow = choice.probabilities.as_ref().and_then(|probabilities| probabilities.get(ALLOW).copied());
+                StageRecord {
+                    model: screen.model.name(),
+                    choice: Some(choice.option),
+                    probabilities: choice.probabilities,
+                    p_allow,
+                    reasoning: answer.reasoning,
+                    latency_ms,
+                    usage: answer.usage,
+                    batch_size: 1,
+                    ..StageRecord::default()
+                }
+            }
+            Err(error) => error_record(screen.model.as_ref(), &error, latency_ms, 1),
+        }
+    }
+
+    /// Reviews the escalated calls: one request for one call, one batched request for several.
+    /// Returns, per call, its record and the chosen option (`None` on any failure).
+    async fn review_calls(
+        &self,
+        review: &ReviewStage,
+        transcript: Option<&str>,
+        calls: &[&PendingCall],
+    ) -> Vec<(StageRecord, Option<String>)> {
+        let batch_size = calls.len();
+        let failed = |error: ModelError, latency_ms: f64| {
+            calls.iter().map(|_| (error_record(review.model.as_ref(), &error, latency_ms, batch_size), None)).collect()
+        };
+        let Some(transcript) = transcript else { return failed(ModelError::OverBudget, 0.0) };
+        let request = match calls {
+            [single] => self.prompts.review(transcript, single),
+            several => self.prompts.batch(transcript, several),
+        };
+        let request = match request {
+            Ok(request) => request,
+            Err(error) => return failed(ModelError::Malformed(error.to_string()), 0.0),
+        };
+        let (result, latency_ms) = ask_model(review.model.as_ref(), &request, review.timeout).await;
+        let answer = match result {
+            Ok(answer) => answer,
+            // A failed batched review fails every member closed.
+            Err(error) => return failed(error, latency_ms),
+        };
+        request
+            .questions
+            .iter()
+            .map(|question| {
+                let choice = answer.choices.iter().find(|choice| choice.question == question.id);
+                let record = StageRecord {
+                    model: review.model.name(),
+                    choice: choice.map(|choice| choice.option.clone()),
+                    probabilities: choice.and_then(|choice| choice.probabilities.clone()),
+                    p_allow: choice.and_then(|choice| choice.probabilities.as_ref()?.get(ALLOW).copied()),
+                    reasoning: answer.reasoning.clone(),
+                    latency_ms,
+                    usage: answer.usage,
+                    batch_size,
+                    ..StageRecord::default()
+                };
+                (record, choice.map(|choice| choice.option.clone()))
+            })
+            .collect()
+    }
+
+    /// Turns a review's option into the call's decision, fail closed.
+    fn review_decision(
+        &self,
+        review: &ReviewStage,
+        call: &PendingCall,
+        outcome: &GateOutcome,
+        option: Option<&str>,
+        record: &StageRecord,
+        session: Option<&str>,
+    ) -> CallDecision {
+        match option {
+            // A review error: fail closed as configured.
+            None => {
+                let kind = record.error_kind.as_deref().unwrap_or("error");
+                let (decision, reason) = match review.on_error {
+                    OnError::Ask => (
+                        Decision::Ask,
+                        format!(
+                            "permit needs a person to approve this call: the review model could not judge it ({kind})"
+                        ),
+                    ),
+                    OnError::Deny => (
+                        Decision::Deny,
+                        format!(
+                            "permit blocked this call: the review model could not judge it ({kind}), and this deployment blocks what it cannot review. Find a safer way to do what the user asked."
+                        ),
+                    ),
+                };
+                decision_for(call, outcome, decision, Stage::Review, "review_error", Some(reason))
+            }
+            Some(ALLOW) => {
+                self.sessions.record_classifier_allow(session);
+                if outcome.model_may_allow {
+                    decision_for(call, outcome, Decision::Allow, Stage::Review, "review_allow", None)
+                } else {
+                    // The reversibility ladder: no model may allow an irreversible call alone.
+                    decision_for(call, outcome, Decision::Ask, Stage::Review, ReasonCode::Irreversible.as_str(), Some("permit needs a person to approve this call: it is irreversible, so the review's approval is not enough".to_owned()))
+                }
+            }
+            Some(deny_option) => {
+                self.sessions.record_classifier_denial(session);
+                let reason = agent_reason(deny_option).unwrap_or_else(|| {
+                    // Unreachable after validation; still never model text.
+                    "permit blocked this call. Find a safer way to do what the user asked, and do not try to get around this block.".to_owned()
+                });
+                // `reviewer` mode: the classifier may only veto, so its deny asks a person; and
+                // an operator may turn review denials into questions.
+                let decision =
+                    if outcome.veto_only || review.on_deny == OnDeny::Ask { Decision::Ask } else { Decision::Deny };
+                decision_for(call, outcome, decision, Stage::Review, deny_option, Some(reason))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,243 @@
+//! The `DecisionModel` trait: a model answers fixed-choice questions about a rendered request.
+//!
+//! A request is shared instructions (system), state (the rendered transcript) and the
+//! question block with its fixed-choice questions. The answer per question is the chosen option
+//! and, when the model reports them, probabilities per option. Backends (OpenAI-compatible,
+//! Anthropic, local GGUF) implement the trait; they never know about tiers or decisions.
+//! [`validate_answer`] refuses anything that is not exactly one valid option per question with,
+//! if present, a real probability distribution; the pipeline turns every error into a
+//! fail-closed outcome, never an allow.
+
+pub mod testing;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ModelConfig;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One option of a fixed-choice question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct QuestionOption {
+    pub id: &'static str,
+    /// Shown to the model; for deny options also the fixed reason shown to the agent.
+    pub description: &'static str,
+}
+
+/// A fixed-choice question about one pending call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Question {
+    pub id: String,
+    /// The pending call the question is about.
+    pub call_id: String,
+    pub options: &'static [QuestionOption],
+}
+
+/// What a model is asked. `system` and `transcript` are identical for the screen and review of
+/// the same request, so providers can cache them as one prefix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ModelRequest {
+    pub system: String,
+    pub transcript: String,
+    pub question_block: String,
+    pub questions: Vec<Question>,
+    /// Set for the reasoned review: the model may reason before its answer.
+    pub reasoned: bool,
+}
+
+/// A model's choice for one question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    pub question: String,
+    pub option: String,
+    /// P(option) per option id, when the backend reports probabilities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probabilities: Option<BTreeMap<String, f64>>,
+}
+
+/// Token accounting, when the provider reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelAnswer {
+    pub choices: Vec<Choice>,
+    /// The model's reasoning, for the audit log only; never shown to the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// Why a model gave no usable answer. Every variant fails closed in the pipeline.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model did not answer within {0} ms")]
+    Timeout(u64),
+    #[error("transport error: {0}")]
+    Transport(String),
+    #[error("the model's answer is malformed: {0}")]
+    Malformed(String),
+    #[error("the model gave no answer for question `{0}`")]
+    MissingAnswer(String),
+    #[error("the model chose `{option}`, which is not an option of question `{question}`")]
+    UnknownOption { question: String, option: String },
+    #[error("the probabilities for question `{question}` are not a distribution over its options: {problem}")]
+    InvalidProbabilities { question: String, problem: String },
+    #[error("the transcript does not fit the model's budget")]
+    OverBudget,
+    #[error("the `{0}` backend is unavailable: {1}")]
+    Unavailable(String, String),
+}
+
+impl ModelError {
+    /// A short stable name for metrics and records.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelError::Timeout(_) => "timeout",
+            ModelError::Transport(_) => "transport",
+            ModelError::Malformed(_) => "malformed",
+            ModelError::MissingAnswer(_) => "missing_answer",
+            ModelError::UnknownOption { .. } => "unknown_option",
+            ModelError::InvalidProbabilities { .. } => "invalid_probabilities",
+            ModelError::OverBudget => "over_budget",
+            ModelError::Unavailable(..) => "unavailable",
+        }
+    }
+}
+
+/// A model that answers fixed-choice questions.
+pub trait DecisionModel: Send + Sync {
+    /// `backend/model`, for records and metrics.
+    fn name(&self) -> String;
+    fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>>;
+}
+
+/// How far probabilities may be from summing to 1 (rounding in providers' logprobs).
+const PROBABILITY_TOLERANCE: f64 = 1e-3;
+
+/// Checks an answer against the questions: each question answered exactly once with one of its
+/// options, no extra answers, and probabilities (if any) a distribution over exactly the options.
+pub fn validate_answer(questions: &[Question], answer: &ModelAnswer) -> Result<(), ModelError> {
+    for choice in &answer.choices {
+        if !questions.iter().any(|question| question.id == choice.question) {
+            return Err(ModelError::Malformed(format!("answer for `{}`, which was not asked", choice.question)));
+        }
+    }
+    for question in questions {
+        let mut answers = answer.choices.iter().filter(|choice| choice.question == question.id);
+        let Some(choice) = answers.next() else {
+            return Err(ModelError::MissingAnswer(question.id.clone()));
+        };
+        if answers.next().is_some() {
+            return Err(ModelError::Malformed(format!("question `{}` answered twice", question.id)));
+        }
+        if !question.options.iter().any(|option| option.id == choice.option) {
+            return Err(ModelError::UnknownOption { question: question.id.clone(), option: choice.option.clone() });
+        }
+        if let Some(probabilities) = &choice.probabilities {
+            let problem = probability_problem(question, probabilities);
+            if let Some(problem) = problem {
+                return Err(ModelError::InvalidProbabilities { question: question.id.clone(), problem });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn probability_problem(question: &Question, probabilities: &BTreeMap<String, f64>) -> Option<String> {
+    if probabilities.len() != question.options.len() {
+        return Some(format!("{} probabilities for {} options", probabilities.len(), question.options.len()));
+    }
+    for (option, probability) in probabilities {
+        if !question.options.iter().any(|known| known.id == option) {
+            return Some(format!("`{option}` is not an option"));
+        }
+        if !probability.is_finite() || !(0.0..=1.0).contains(probability) {
+            return Some(format!("P(`{option}`) = {probability} is not within 0..=1"));
+        }
+    }
+    let sum: f64 = probabilities.values().sum();
+    if (sum - 1.0).abs() > PROBABILITY_TOLERANCE {
+        return Some(format!("they sum to {sum}"));
+    }
+    None
+}
+
+/// Builds the backend a config names. Backends are added by later issues; until then this says
+/// plainly which one is missing rather than pretending.
+pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, String> {
+    let backend = match config {
+        ModelConfig::Openai { .. } => "openai",
+        ModelConfig::Anthropic { .. } => "anthropic",
+        ModelConfig::Local { .. } => "local",
+    };
+    Err(format!("the `{backend}` model backend is not built into this version of permit yet"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classifier::questions::{SCREEN_OPTIONS, VERDICT_OPTIONS};
+
+    fn question(id: &str, options: &'static [QuestionOption]) -> Question {
+        Question { id: id.to_owned(), call_id: "c".to_owned(), options }
+    }
+
+    fn choice(question: &str, option: &str, probabilities: Option<&[(&str, f64)]>) -> Choice {
+        Choice {
+            question: question.to_owned(),
+            option: option.to_owned(),
+            probabilities: probabilities
+                .map(|pairs| pairs.iter().map(|(option, probability)| ((*option).to_owned(), *probability)).collect()),
+        }
+    }
+
+    #[test]
+    fn valid_answers_pass() {
+        let questions = [question("screen", SCREEN_OPTIONS)];
+        let answer = ModelAnswer {
+            choices: vec![choice("screen", "allow", Some(&[("allow", 0.97), ("escalate", 0.03)]))],
+            ..ModelAnswer::default()
+        };
+        assert_eq!(validate_answer(&questions, &answer), Ok(()));
+    }
+
+    #[test]
+    fn every_malformation_is_refused() {
+        let questions = [question("verdict", VERDICT_OPTIONS)];
+        let cases: Vec<(Vec<Choice>, &str)> = vec![
+            (vec![], "missing_answer"),
+            (vec![choice("verdict", "maybe", None)], "unknown_option"),
+            (vec![choice("verdict", "allow", None), choice("verdict", "allow", None)], "malformed"),
+            (vec![choice("verdict", "allow", None), choice("other", "allow", None)], "malformed"),
+            (vec![choice("verdict", "allow", Some(&[("allow", 1.0)]))], "invalid_probabilities"),
+        ];
+        for (choices, kind) in cases {
+            let answer = ModelAnswer { choices, ..ModelAnswer::default() };
+            assert_eq!(validate_answer(&questions, &answer).unwrap_err().kind(), kind);
+        }
+        let screen = [question("screen", SCREEN_OPTIONS)];
+        for pairs in [
+            &[("allow", 0.7), ("escalate", 0.7)][..],
+            &[("allow", f64::NAN), ("escalate", 0.5)][..],
+            &[("allow", 1.5), ("escalate", -0.5)][..],
+            &[("allow", 0.5), ("deny", 0.5)][..],
+        ] {
+            let answer =
+                ModelAnswer { choices: vec![choice("screen", "allow", Some(pairs))], ..ModelAnswer::default() };
+            assert_eq!(validate_answer(&screen, &answer).unwrap_err().kind(), "invalid_probabilities", "{pairs:?}");
+        }
+    }
+}
