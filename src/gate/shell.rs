@@ -175,6 +175,18 @@ impl Walker<'_> {
             );
             return;
         }
+        if has_empty_heredoc_delimiter(source) {
+            // brush-parser 0.4's tokenizer loops forever on an empty here-document delimiter
+            // followed by trailing blanks (`cat <<"" `, found by `cargo fuzz run shell`). No agent
+            // needs an empty delimiter, so it is refused before tokenizing.
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                "cannot parse the command: a here-document with an empty delimiter".to_owned(),
+            );
+            return;
+        }
         let tokens = match uncached_tokenize_str(source, &self.options.tokenizer_options()) {
             Ok(tokens) => tokens,
             Err(error) => {
@@ -861,6 +873,42 @@ impl Walker<'_> {
     }
 }
 
+/// A `<<` or `<<-` (not `<<<`) whose delimiter is made only of quotes (`""`, `''`, `""""`).
+fn has_empty_heredoc_delimiter(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    let mut index = 0;
+    while index + 1 < bytes.len() {
+        if bytes[index] == b'<' && bytes[index + 1] == b'<' {
+            let mut cursor = index + 2;
+            if bytes.get(cursor) == Some(&b'<') {
+                // A here-string (`<<<`): skip all three.
+                index = cursor + 1;
+                continue;
+            }
+            if bytes.get(cursor) == Some(&b'-') {
+                cursor += 1;
+            }
+            while matches!(bytes.get(cursor), Some(b' ' | b'\t')) {
+                cursor += 1;
+            }
+            let start = cursor;
+            while matches!(bytes.get(cursor), Some(b'"' | b'\'')) {
+                cursor += 1;
+            }
+            let quotes_only = cursor > start;
+            let word_continues =
+                bytes.get(cursor).is_some_and(|byte| !byte.is_ascii_whitespace() && !b";|&<>()".contains(byte));
+            if quotes_only && !word_continues {
+                return true;
+            }
+            index = cursor.max(index + 2);
+        } else {
+            index += 1;
+        }
+    }
+    false
+}
+
 /// Deeper parenthesis nesting than this is refused before parsing (no agent writes it, and it
 /// is where the parser's backtracking lives).
 const MAX_PARENTHESIS_DEPTH: usize = 24;
@@ -1073,6 +1121,18 @@ mod tests {
         assert_eq!(programs("echo $((1 + (2 * 3)))"), ["echo"]);
         // Not a timing assertion: a generous bound that only a regression to backtracking breaks.
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn empty_heredoc_delimiters_are_refused_before_the_tokenizer_loops() {
+        // Found by `cargo fuzz run shell`: brush-parser's tokenizer never returns on these.
+        for command in ["<<<<<\"\" ", "cat <<\"\" ", "cat <<'' ", "cat <<-\"\"\t", "a <<<b <<\"\"\"\" "] {
+            let analysis = analyze(command, Some("/w"), "/h");
+            assert!(analysis.findings.iter().any(|finding| finding.detail.contains("empty delimiter")), "{command:?}");
+        }
+        assert_eq!(programs("cat <<'EOF'\nhi\nEOF"), ["cat"]);
+        assert_eq!(programs("cat <<<\"\" "), ["cat"]);
+        assert_eq!(programs("cat <<\"E\"\"F\"\nx\nEF\n"), ["cat"]);
     }
 
     #[test]
