@@ -99,6 +99,9 @@ pub enum ReasonCode {
     ShellParseError,
     /// A shell part runs something whose words are only known at run time (`$CMD`, `$(…)` as a name).
     DynamicCommand,
+    /// A shell part sets environment variables that can change what runs (`PATH`, `LD_PRELOAD`,
+    /// `GIT_CONFIG_*`, …).
+    EnvironmentOverride,
     /// A shell part runs with elevated privileges (`sudo`, `doas`).
     PrivilegeEscalation,
     /// A shell part runs a script or payload the gate cannot see in full.
@@ -143,6 +146,7 @@ impl ReasonCode {
             ReasonCode::MalformedArguments => "malformed_arguments",
             ReasonCode::DynamicCommand => "dynamic_command",
             ReasonCode::PrivilegeEscalation => "privilege_escalation",
+            ReasonCode::EnvironmentOverride => "environment_override",
             ReasonCode::OpaqueExecution => "opaque_execution",
             ReasonCode::PathOutsideWorkspace => "path_outside_workspace",
             ReasonCode::PathEscape => "path_escape",

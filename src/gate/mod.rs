@@ -165,6 +165,7 @@ fn severity(code: ReasonCode) -> u8 {
         ReasonCode::PathOutsideWorkspace => 70,
         ReasonCode::NoWorkspace => 69,
         ReasonCode::PrivilegeEscalation => 65,
+        ReasonCode::EnvironmentOverride => 62,
         ReasonCode::DangerousFlag => 60,
         ReasonCode::OpaqueExecution => 58,
         ReasonCode::DynamicCommand => 56,
@@ -371,7 +372,7 @@ impl Gate {
         } else if part.followed {
             // `bash -c '…'`, `eval '…'`: the code it runs was split into parts judged on their own.
             unit = Unit::new(Tier::Low, ReasonCode::ModeTier);
-        } else if part.dynamic_program {
+        } else if part.dynamic_program || !runs_system_program(&part.argv[0]) {
             unit = Unit::new(structural.max(Tier::High), ReasonCode::DynamicCommand);
             unit.add(
                 ReasonCode::DynamicCommand,
@@ -400,6 +401,36 @@ impl Gate {
                     unit.add(ReasonCode::UnlistedCommand, display(), "is not on the known-safe command table", None);
                 }
             }
+        }
+        if part.dynamic_args && unit.command_tier < Tier::High {
+            unit.command_tier = Tier::High;
+            unit.command_code = ReasonCode::DynamicCommand;
+            unit.add(
+                ReasonCode::DynamicCommand,
+                display(),
+                "has arguments only known at run time (variables, substitutions, brace expansion, `xargs` input)",
+                None,
+            );
+        }
+        if part.environment_override {
+            unit.command_tier = unit.command_tier.max(Tier::High);
+            unit.command_code = ReasonCode::EnvironmentOverride;
+            unit.add(
+                ReasonCode::EnvironmentOverride,
+                display(),
+                "sets environment variables that can change what runs (such as `PATH`, `LD_PRELOAD` or `GIT_*`)",
+                None,
+            );
+        }
+        if part.opaque {
+            unit.command_tier = unit.command_tier.max(Tier::High);
+            unit.command_code = ReasonCode::OpaqueExecution;
+            unit.add(
+                ReasonCode::OpaqueExecution,
+                display(),
+                "runs or configures code the gate cannot see through",
+                None,
+            );
         }
         if part.privileged {
             unit.command_tier = unit.command_tier.max(Tier::High);
@@ -458,6 +489,15 @@ impl Gate {
     }
 
     fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {
+        if paths::glob_may_match_sensitive(raw) {
+            unit.path_tier = unit.path_tier.max(Tier::High);
+            unit.add(
+                ReasonCode::CredentialPath,
+                raw,
+                "is a pattern that can match credential or repository-control files",
+                None,
+            );
+        }
         for finding in paths::judge(raw, access, base, workspace) {
             unit.path_tier = unit.path_tier.max(finding.tier);
             let rule = (finding.code == ReasonCode::CriticalCommand).then(|| {
@@ -515,6 +555,16 @@ impl Gate {
                 Some(Value::String(path)) => paths::resolve(path, cwd, workspace.home()),
                 _ => cwd.map(str::to_owned),
             };
+            // Brace alternatives can name anything: `{/home/dev/.ssh/*,x}`.
+            if ["{/", ",/", "{~", ",~", ".."].iter().any(|escape| pattern.contains(escape)) {
+                unit.path_tier = unit.path_tier.max(Tier::High);
+                unit.add(
+                    ReasonCode::PathOutsideWorkspace,
+                    pattern.clone(),
+                    "is a pattern that can reach outside the workspace",
+                    None,
+                );
+            }
             let fixed = glob_fixed_prefix(pattern);
             if !fixed.is_empty() {
                 self.judge_path(&mut unit, fixed, Access::Read, base.as_deref(), workspace);
@@ -715,8 +765,20 @@ impl Gate {
     }
 }
 
-/// The part of an argument that names a file, if it looks like one. URLs, flags without a
-/// value and bare words are not paths; `--file=x` and curl's `@file` are.
+/// Whether `argv[0]` names the program of that name: a bare name found on `PATH`, or a path in
+/// the system directories. `./ls` or `/tmp/x/ls` is some other binary.
+fn runs_system_program(name: &str) -> bool {
+    const SYSTEM_DIRECTORIES: [&str; 6] =
+        ["/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/opt/homebrew/bin/"];
+    !name.contains('/')
+        || SYSTEM_DIRECTORIES
+            .iter()
+            .any(|directory| name.strip_prefix(directory).is_some_and(|rest| !rest.contains('/')))
+}
+
+/// The part of an argument that names a file, if it looks like one. URLs and flags without a
+/// value are not paths; `--file=x`, curl's `@file`, anything with a `/`, and names of
+/// credential files are.
 fn path_like<'a>(arg: &'a str, program: &str) -> Option<&'a str> {
     let arg = if arg.starts_with('-') {
         let (_, value) = arg.split_once('=')?;
@@ -732,16 +794,11 @@ fn path_like<'a>(arg: &'a str, program: &str) -> Option<&'a str> {
         // Printed text only counts as a path when it plainly is one.
         return (arg.starts_with('/') || arg.starts_with("~/") || arg == "~").then_some(arg);
     }
-    let credential_name =
-        arg == ".env" || arg.starts_with(".env.") || arg.starts_with("id_rsa") || arg.starts_with("id_ed25519");
     let looks_like_path = arg.starts_with('/')
         || arg.starts_with('~')
-        || arg.starts_with("./")
-        || arg.starts_with("../")
-        || arg == "."
-        || arg == ".."
-        || (arg.contains('/') && !arg.contains(' ') && !arg.contains(':'))
-        || credential_name;
+        || arg.starts_with('.')
+        || arg.contains('/')
+        || paths::is_sensitive_name(arg);
     looks_like_path.then_some(arg)
 }
 
@@ -753,9 +810,17 @@ fn is_pattern_program(program: &str) -> bool {
 /// FILE…`, `sed SCRIPT FILE…`), when the pattern is not given with `-e`.
 fn pattern_argument(program: &str, args: &[String]) -> Option<usize> {
     const PATTERN_FIRST: [&str; 10] = ["grep", "egrep", "fgrep", "rg", "ag", "ack", "sed", "jq", "awk", "git"];
-    if !PATTERN_FIRST.contains(&program)
-        || args.iter().any(|arg| arg == "-e" || arg == "--regexp" || arg == "--expression" || arg == "-f")
-    {
+    // A pattern given by flag, in any spelling (`-e P`, `-eP`, `-ie P`, `--regexp=P`, `--expr P`,
+    // `-f FILE`), leaves no bare pattern operand: every operand is then a file.
+    let pattern_flag = |arg: &String| {
+        let short_cluster = arg.starts_with('-') && !arg.starts_with("--") && arg.contains(['e', 'f']);
+        short_cluster || arg.starts_with("--regexp") || arg.starts_with("--expr") || arg.starts_with("--file")
+    };
+    if !PATTERN_FIRST.contains(&program) || args.iter().any(pattern_flag) {
+        return None;
+    }
+    // `rg --files` and friends take no pattern: every operand is a path.
+    if program == "rg" && args.iter().any(|arg| matches!(arg.as_str(), "--files" | "--type-list" | "--version")) {
         return None;
     }
     if program == "git" {
@@ -785,7 +850,8 @@ fn patch_paths(patch: &str) -> Vec<&str> {
     const HEADERS: [&str; 4] = ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "];
     patch
         .lines()
-        .filter_map(|line| HEADERS.iter().find_map(|header| line.strip_prefix(header)))
+        // Codex trims header lines, so an indented header still names a file.
+        .filter_map(|line| HEADERS.iter().find_map(|header| line.trim_start().strip_prefix(header)))
         .map(str::trim)
         .filter(|path| !path.is_empty())
         .collect()

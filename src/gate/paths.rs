@@ -77,8 +77,24 @@ impl Workspace {
     }
 }
 
+/// A directory that must not serve as a workspace: the root, a home directory (`~`, or another
+/// user's `/home/x`), a system location, or a dot-directory of the home (`~/.ssh`, `~/.aws`,
+/// `~/.config/…`), where "inside the workspace" would cover credentials.
 fn is_too_broad(root: &str, home: &str) -> bool {
-    root == "/" || root == home || root == "/home" || root == "/Users" || system_location(root)
+    let another_home = ["/home/", "/Users/"]
+        .iter()
+        .any(|prefix| root.strip_prefix(prefix).is_some_and(|rest| !rest.is_empty() && !rest.contains('/')));
+    let home_dot_directory = home_relative(root, home).is_some_and(|rest| rest.starts_with('.'));
+    root == "/"
+        || root == home
+        || root == "/root"
+        || root == "/run"
+        || root == "/home"
+        || root == "/Users"
+        || another_home
+        || home_dot_directory
+        || system_location(root)
+        || credential_location(root, home)
 }
 
 /// `path` is `root` or below it.
@@ -208,6 +224,87 @@ fn critical_write_target(path: &str, home: &str) -> bool {
         || path.ends_with("/.ssh/authorized_keys")
 }
 
+/// File names that hold secrets wherever they are.
+const SENSITIVE_NAMES: [&str; 20] = [
+    ".env",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    "credentials",
+    "credentials.json",
+    ".htpasswd",
+    "secrets.yml",
+    ".envrc",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+];
+const SENSITIVE_EXTENSIONS: [&str; 9] =
+    [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".kdbx", ".tfstate", ".env"];
+
+/// A bare file name (or the last component of a path) that holds secrets: `.env`, `.env.local`
+/// (not `.env.example`), SSH private keys, `.netrc`, `*.pem`, `*.key`…
+pub fn is_sensitive_name(name: &str) -> bool {
+    let name = basename(name).to_ascii_lowercase();
+    let env_file = (name == ".env" || name.starts_with(".env."))
+        && ![".example", ".sample", ".template", ".dist"].iter().any(|suffix| name.ends_with(suffix));
+    env_file
+        || SENSITIVE_NAMES.contains(&name.as_str())
+        || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key))
+        || SENSITIVE_EXTENSIONS.iter().any(|extension| name.ends_with(extension))
+}
+
+/// Whether a glob (`.en?`, `.env*`, `*.pem`, `~/.ss?/id_rs?`, `.git/hook?/x`) could match a
+/// credential file or a repository-control directory. A wildcard component is tested against
+/// sample sensitive names, following bash (`*` does not match a leading dot); a bare `*`
+/// carries no intent and is not flagged. Plain paths return `false`.
+pub fn glob_may_match_sensitive(raw: &str) -> bool {
+    const SAMPLES: [&str; 15] = [
+        ".env",
+        ".env.local",
+        "id_rsa",
+        "id_ed25519",
+        ".netrc",
+        ".git-credentials",
+        "server.key",
+        "cert.pem",
+        ".npmrc",
+        ".pgpass",
+        ".ssh",
+        ".aws",
+        ".git",
+        "hooks",
+        "credentials",
+    ];
+    if !raw.contains(['*', '?', '[']) {
+        return false;
+    }
+    raw.to_ascii_lowercase().split('/').filter(|component| component.contains(['*', '?', '['])).any(|component| {
+        let literal = component.chars().filter(|c| !"*?[]!".contains(*c)).count();
+        if literal < 2 && !component.starts_with('.') {
+            return false;
+        }
+        match globset::Glob::new(component) {
+            Ok(glob) => {
+                let matcher = glob.compile_matcher();
+                SAMPLES
+                    .iter()
+                    .filter(|sample| component.starts_with('.') || !sample.starts_with('.'))
+                    .any(|sample| matcher.is_match(sample))
+            }
+            Err(_) => true,
+        }
+    })
+}
+
 fn credential_location(path: &str, home: &str) -> bool {
     const HOME_DIRS: [&str; 14] = [
         ".ssh",
@@ -233,18 +330,13 @@ fn credential_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    if SYSTEM_FILES.contains(&path) || path.contains("/.ssh/") || path.contains("/.aws/") {
+    let lower = path.to_ascii_lowercase();
+    if SYSTEM_FILES.contains(&path)
+        || lower.split('/').any(|component| matches!(component, ".ssh" | ".aws" | ".gnupg" | "secrets" | ".secrets"))
+    {
         return true;
     }
-    let name = basename(path);
-    let env_file = (name == ".env" || name.starts_with(".env."))
-        && ![".example", ".sample", ".template", ".dist"].iter().any(|suffix| name.ends_with(suffix));
-    env_file
-        || name.starts_with("id_rsa")
-        || name.starts_with("id_ed25519")
-        || name.starts_with("id_ecdsa")
-        || name.starts_with("id_dsa")
-        || [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks"].iter().any(|ext| name.ends_with(ext))
+    is_sensitive_name(path)
 }
 
 fn persistence_location(path: &str, home: &str) -> bool {
@@ -280,14 +372,22 @@ fn persistence_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    path == "/etc/crontab"
+    // Anything under a `.git` directory (config, hooks, commondir, modules) or a `.git` file
+    // (a gitfile redirect) controls what git runs. Compared case-insensitively: macOS and
+    // Windows file systems are.
+    let lower = path.to_ascii_lowercase();
+    let repository_control = lower.split('/').any(|component| component == ".git");
+    let editor_and_tool_hooks =
+        [".envrc", ".husky", ".vscode", ".devcontainer", ".pre-commit-config.yaml", ".lefthook.yml"]
+            .iter()
+            .any(|name| lower.split('/').any(|component| component == *name));
+    repository_control
+        || editor_and_tool_hooks
+        || path == "/etc/crontab"
         || path == "/etc/profile"
         || path == "/etc/bash.bashrc"
         || path == "/etc/rc.local"
         || SYSTEM_DIRS.iter().any(|dir| is_within(path, dir))
-        || path.contains("/.git/hooks/")
-        || path.ends_with("/.git/hooks")
-        || path.ends_with("/.git/config")
 }
 
 fn agent_policy_location(path: &str, home: &str) -> bool {
@@ -296,11 +396,13 @@ fn agent_policy_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    path.contains("/.claude/settings")
-        || path.contains("/.codex/")
-        || path.contains("/.cursor/")
-        || basename(path) == "permit.toml"
-        || basename(path) == ".mcp.json"
+    let lower = path.to_ascii_lowercase();
+    let name = basename(&lower);
+    lower.split('/').any(|component| matches!(component, ".claude" | ".codex" | ".cursor" | ".windsurf" | ".gemini"))
+        || matches!(
+            name,
+            "permit.toml" | ".mcp.json" | "claude.md" | "agents.md" | "gemini.md" | ".cursorrules" | ".clinerules"
+        )
 }
 
 fn system_location(path: &str) -> bool {
@@ -358,6 +460,19 @@ mod tests {
         assert!(!codes("~/.bashrc", Access::Read).contains(&ReasonCode::PersistencePath));
         assert!(codes(".git/hooks/pre-commit", Access::Write).contains(&ReasonCode::PersistencePath));
         assert!(codes(".claude/settings.json", Access::Write).contains(&ReasonCode::AgentPolicyPath));
+        assert!(codes(".claude/hooks/x.sh", Access::Write).contains(&ReasonCode::AgentPolicyPath));
+        assert!(codes("CLAUDE.md", Access::Write).contains(&ReasonCode::AgentPolicyPath));
+        assert!(codes(".GIT/config", Access::Write).contains(&ReasonCode::PersistencePath));
+        assert!(codes("sub/.git", Access::Write).contains(&ReasonCode::PersistencePath));
+        assert!(codes(".envrc", Access::Write).contains(&ReasonCode::PersistencePath));
+        assert!(codes(".ENV", Access::Read).contains(&ReasonCode::CredentialPath));
+        assert!(codes("server.key", Access::Read).contains(&ReasonCode::CredentialPath));
+        assert!(glob_may_match_sensitive(".en?"));
+        assert!(glob_may_match_sensitive(".env*"));
+        assert!(glob_may_match_sensitive(".git/hook?/pre-commit"));
+        assert!(glob_may_match_sensitive("/home/dev/.ss?/id_rs?"));
+        assert!(!glob_may_match_sensitive("src/*.rs"));
+        assert!(!glob_may_match_sensitive("tests/**/*.json"));
         assert!(codes("~/.ssh/authorized_keys", Access::Write).contains(&ReasonCode::CriticalCommand));
         assert!(codes("/dev/sda", Access::Write).contains(&ReasonCode::CriticalCommand));
     }
@@ -368,8 +483,10 @@ mod tests {
         assert!(broad.too_broad.is_some());
         let findings = judge("etc/passwd", Access::Read, Some("/"), &broad);
         assert!(findings.iter().any(|finding| finding.code == ReasonCode::NoWorkspace));
-        let home = Workspace::new(Some("/home/dev"), true, &[], "/home/dev");
-        assert!(home.too_broad.is_some());
+        for broad in ["/home/dev", "/home/other", "/home/dev/.ssh", "/home/dev/.config/gh", "/etc"] {
+            assert!(Workspace::new(Some(broad), true, &[], "/home/dev").too_broad.is_some(), "{broad}");
+        }
+        assert!(Workspace::new(Some("/home/dev/project"), true, &[], "/home/dev").too_broad.is_none());
     }
 
     #[test]

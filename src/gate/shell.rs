@@ -20,6 +20,43 @@ use crate::gate::paths::{self, Access};
 
 /// Deeper nesting of `bash -c`, `$(…)` and `eval` than this is refused (fail closed).
 const MAX_DEPTH: usize = 8;
+/// At most this many sources are parsed for one command (the line itself, substitutions,
+/// `bash -c` scripts, followed payloads). A red-team input fanned written scripts out tenfold
+/// per level and took over 30 s before this bound.
+const MAX_SOURCES: usize = 64;
+/// Commands longer than this are refused unparsed: no agent writes one, and parse time and
+/// stack depth grow with length.
+const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// Deeper nesting of `(`/`{` characters, or of compound-command keywords, than this is refused
+/// before parsing: brush-parser recurses per level and overflowed the stack at about 1,500
+/// nested `{ … }` (red-team finding).
+const MAX_NESTING: usize = 48;
+
+/// Environment variables a command may be given inline without changing what it runs or where
+/// it reads and writes. Anything else (`PATH`, `LD_PRELOAD`, `GIT_*`, `BASH_ENV`, `PAGER`, …)
+/// can turn a known-safe command into arbitrary code.
+const HARMLESS_VARIABLES: [&str; 16] = [
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "RUST_TEST_THREADS",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "CLICOLOR",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "CI",
+    "DEBUG",
+    "VERBOSE",
+    "COLUMNS",
+    "LINES",
+];
+
+fn harmless_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| HARMLESS_VARIABLES.contains(&name))
+}
 
 /// One simple command that would run, after wrappers are unwrapped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,6 +76,11 @@ pub struct CommandPart {
     /// The part only runs code the analysis followed and judged part by part (`bash -c '…'`,
     /// `eval '…'`, a script written earlier in the line), so the part itself adds nothing.
     pub followed: bool,
+    /// Runs with environment variables set inline that can change what it does (`PATH=…`,
+    /// `LD_PRELOAD=…`, `GIT_CONFIG_*=…`), or is a bare assignment changing later parts.
+    pub environment_override: bool,
+    /// Runs something the analysis cannot see through (`env -S`, `bash --rcfile`, …).
+    pub opaque: bool,
     /// `argv[0]` without its directory, computed once after unwrapping (see [`CommandPart::program`]).
     name: String,
 }
@@ -114,6 +156,8 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
     let mut walker = Walker {
         analysis: ShellAnalysis::default(),
         home,
+        parse_budget: MAX_SOURCES,
+        functions: Vec::new(),
         cwd: cwd.map(str::to_owned),
         written: HashMap::new(),
         options: ParserOptions::default(),
@@ -139,6 +183,12 @@ pub fn join_argv(argv: &[String]) -> String {
 struct Walker<'a> {
     analysis: ShellAnalysis,
     home: &'a str,
+    /// How many more sources (`bash -c`, `$(…)`, payloads) may be parsed: a line that fans out
+    /// into more than this is refused rather than analysed exponentially.
+    parse_budget: usize,
+    /// Names of shell functions defined in the line: a later part running one is not the
+    /// program of the same name.
+    functions: Vec<String>,
     cwd: Option<String>,
     /// Files written earlier in the same command line, with what was written to them.
     written: HashMap<String, String>,
@@ -166,6 +216,34 @@ impl Walker<'_> {
     }
 
     fn walk_source(&mut self, source: &str, depth: usize) {
+        if self.parse_budget == 0 {
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("the command runs more than {MAX_SOURCES} nested scripts to analyse"),
+            );
+            return;
+        }
+        self.parse_budget -= 1;
+        if source.len() > MAX_COMMAND_BYTES {
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("the command is longer than {MAX_COMMAND_BYTES} bytes"),
+            );
+            return;
+        }
+        if raw_nesting(source) > MAX_NESTING {
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("the command nests brackets more than {MAX_NESTING} deep"),
+            );
+            return;
+        }
         if depth > MAX_DEPTH {
             self.finding(
                 ReasonCode::ShellParseError,
@@ -199,6 +277,15 @@ impl Walker<'_> {
                 return;
             }
         };
+        if keyword_nesting(&tokens) > MAX_NESTING {
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("compound commands nest more than {MAX_NESTING} deep"),
+            );
+            return;
+        }
         if let Some(problem) = unbalanced_parentheses(&tokens) {
             // brush-parser's PEG grammar backtracks exponentially on unclosed `(` / `((` (found by
             // `cargo fuzz run shell`: 32 open parentheses took about a minute). Such a command is a
@@ -390,6 +477,7 @@ impl Walker<'_> {
 
     fn walk_function(&mut self, function: &ast::FunctionDefinition, depth: usize) {
         let name = function.fname.value.clone();
+        self.functions.push(name.clone());
         let first_part = self.analysis.parts.len();
         self.scoped(|walker| {
             walker.walk_compound(&function.body.0, depth);
@@ -410,10 +498,27 @@ impl Walker<'_> {
     /// Expands a word as far as is statically known, analysing any command substitution in it.
     fn expand(&mut self, word: &str, depth: usize) -> Expanded {
         // Plain words (the common case) need no parse.
-        if !word.chars().any(|c| matches!(c, '$' | '`' | '\'' | '"' | '\\' | '~')) {
+        if !word.chars().any(|c| matches!(c, '$' | '`' | '\'' | '"' | '\\' | '~' | '{')) {
             return Expanded { text: word.to_owned(), dynamic: false, fetched: false };
         }
-        match brush_parser::word::parse(word, &self.options) {
+        if has_long_digit_run(word) {
+            // brush-parser 0.4 unwraps the parse of `~N` and brace-sequence numbers and panics
+            // when they overflow (found by `cargo fuzz run shell`).
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("cannot parse the word `{word}`: a number out of range"),
+            );
+            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
+        }
+        let parsed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| brush_parser::word::parse(word, &self.options)));
+        let Ok(parsed) = parsed else {
+            self.finding(ReasonCode::ShellParseError, Tier::High, None, format!("cannot parse the word `{word}`"));
+            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
+        };
+        match parsed {
             Ok(pieces) => {
                 let mut expanded = Expanded { text: String::new(), dynamic: false, fetched: false };
                 self.expand_pieces(word, &pieces, depth, &mut expanded);
@@ -435,7 +540,18 @@ impl Walker<'_> {
         for piece in pieces {
             let raw = source.get(piece.start_index..piece.end_index).unwrap_or("");
             match &piece.piece {
-                WordPiece::Text(text) | WordPiece::SingleQuotedText(text) | WordPiece::AnsiCQuotedText(text) => {
+                WordPiece::Text(text) => {
+                    // Unquoted `{a,b}` / `{1..3}` is brace expansion: the words bash passes are
+                    // not the text written, so the word is treated as unknown.
+                    if is_brace_expansion(text) {
+                        out.dynamic = true;
+                    }
+                    out.text.push_str(text);
+                }
+                WordPiece::SingleQuotedText(text) => out.text.push_str(text),
+                // `$'\x2f…'` escapes are decoded by bash, not here: unknown.
+                WordPiece::AnsiCQuotedText(text) => {
+                    out.dynamic |= text.contains('\\');
                     out.text.push_str(text);
                 }
                 WordPiece::EscapeSequence(text) => out.text.push_str(text.strip_prefix('\\').unwrap_or(text)),
@@ -491,9 +607,9 @@ impl Walker<'_> {
                     | ast::IoFileRedirectKind::Append
                     | ast::IoFileRedirectKind::ReadAndWrite
                     | ast::IoFileRedirectKind::Clobber => Access::Write,
-                    ast::IoFileRedirectKind::DuplicateInput | ast::IoFileRedirectKind::DuplicateOutput => {
-                        return None;
-                    }
+                    // `>&file` / `1>&file` writes a file; only `>&2`, `>&-` duplicate descriptors.
+                    ast::IoFileRedirectKind::DuplicateOutput => Access::Write,
+                    ast::IoFileRedirectKind::DuplicateInput => Access::Read,
                 };
                 match target {
                     ast::IoFileRedirectTarget::Filename(word) => {
@@ -504,7 +620,17 @@ impl Walker<'_> {
                     ast::IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
                         self.scoped(|walker| walker.walk_list(&subshell.list, depth));
                     }
-                    ast::IoFileRedirectTarget::Fd(_) | ast::IoFileRedirectTarget::Duplicate(_) => {}
+                    ast::IoFileRedirectTarget::Duplicate(word) => {
+                        let expanded = self.expand(&word.value, depth);
+                        let is_descriptor = !expanded.dynamic
+                            && (expanded.text == "-"
+                                || (!expanded.text.is_empty()
+                                    && expanded.text.trim_end_matches('-').chars().all(|c| c.is_ascii_digit())));
+                        if !is_descriptor {
+                            part.redirects.push(((!expanded.dynamic).then_some(expanded.text), access));
+                        }
+                    }
+                    ast::IoFileRedirectTarget::Fd(_) => {}
                 }
                 None
             }
@@ -575,12 +701,18 @@ impl Walker<'_> {
                     }
                     part.argv.push(expanded.text);
                 }
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(_, word) => {
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(assignment, word) => {
                     // `FOO=$(…) cmd`: the substitution runs. After the command name the word is
                     // an ordinary argument (`dd of=/dev/sda`).
                     let expanded = self.expand(&word.value, depth);
                     substituted_fetch |= expanded.fetched;
-                    if !in_prefix {
+                    if in_prefix {
+                        let harmless = match &assignment.name {
+                            ast::AssignmentName::VariableName(name) => HARMLESS_VARIABLES.contains(&name.as_str()),
+                            ast::AssignmentName::ArrayElementName(..) => false,
+                        };
+                        part.environment_override |= !harmless;
+                    } else {
                         part.dynamic_args |= expanded.dynamic;
                         part.argv.push(expanded.text);
                     }
@@ -590,14 +722,23 @@ impl Walker<'_> {
                     self.scoped(|walker| walker.walk_list(&subshell.list, depth));
                     process_substitution_fetches |=
                         self.analysis.parts[first_part..].iter().any(|part| FETCHERS.contains(&part.program()));
-                    part.argv.push("<(…)".to_owned());
-                    part.dynamic_args = true;
+                    // The argument bash passes is a pipe (`/dev/fd/N`); the commands inside were
+                    // judged on their own above.
+                    part.argv.push("/dev/fd/63".to_owned());
                 }
             }
         }
 
         part.refresh_name();
         self.unwrap_wrappers(&mut part);
+        if self.functions.iter().any(|function| function == part.program()) {
+            // A function defined earlier in the line shadows the program of that name.
+            part.dynamic_program = true;
+        }
+        if part.argv.is_empty() && part.environment_override {
+            // A bare `PATH=…` changes every later part of the line.
+            part.opaque = true;
+        }
         part.followed = self.follow_execution(
             &part,
             input,
@@ -614,16 +755,36 @@ impl Walker<'_> {
         for _ in 0..8 {
             let program = part.program().to_owned();
             let skip = match program.as_str() {
-                "env" => skip_options(part.args(), &["-u", "--unset", "-C", "--chdir", "-S", "--split-string"], true),
+                "env" => {
+                    let args = part.args().to_vec();
+                    let args = args.as_slice();
+                    // `env -S '…'` splits a string into a command, `env -C dir` moves: opaque.
+                    if args.iter().any(|arg| {
+                        arg.starts_with("-S")
+                            || arg.starts_with("--split")
+                            || arg.starts_with("-C")
+                            || arg.starts_with("--ch")
+                    }) {
+                        part.opaque = true;
+                    }
+                    let skip = skip_options(args, &["-u", "--unset"], true);
+                    if let Some(skip) = skip {
+                        part.environment_override |=
+                            args[..skip].iter().any(|arg| arg.contains('=') && !harmless_assignment(arg));
+                    }
+                    skip
+                }
                 "sudo" | "doas" => {
                     part.privileged = true;
                     skip_options(part.args(), &["-u", "-g", "-h", "-p", "-U", "-C", "-D", "-r", "-t", "-T"], false)
                 }
                 "nice" => skip_options(part.args(), &["-n", "--adjustment"], false),
                 "ionice" => skip_options(part.args(), &["-c", "-n", "-p", "-P", "-u"], false),
-                "nohup" | "time" | "exec" | "builtin" | "chronic" | "unbuffer" | "caffeinate" => {
+                "nohup" | "time" | "builtin" | "chronic" | "unbuffer" | "caffeinate" => {
                     skip_options(part.args(), &[], false)
                 }
+                // `exec -a NAME cmd`: NAME is only the process title.
+                "exec" => skip_options(part.args(), &["-a"], false),
                 "stdbuf" => skip_options(part.args(), &["-i", "-o", "-e"], false),
                 "timeout" => skip_options(part.args(), &["-s", "--signal", "-k", "--kill-after"], false)
                     .map(|skipped| skipped + 1), // the duration
@@ -632,6 +793,20 @@ impl Walker<'_> {
                 }
                 "xargs" => {
                     part.dynamic_args = true;
+                    // `xargs -a FILE` reads its arguments from FILE.
+                    let args = part.args().to_vec();
+                    for (index, arg) in args.iter().enumerate() {
+                        let file = match arg.as_str() {
+                            "-a" | "--arg-file" => args.get(index + 1).cloned(),
+                            other => other
+                                .strip_prefix("--arg-file=")
+                                .or_else(|| other.strip_prefix("-a").filter(|rest| !rest.is_empty()))
+                                .map(str::to_owned),
+                        };
+                        if let Some(file) = file {
+                            part.redirects.push((Some(file), Access::Read));
+                        }
+                    }
                     skip_options(
                         part.args(),
                         &[
@@ -720,8 +895,9 @@ impl Walker<'_> {
                     );
                     false
                 } else {
+                    // `eval` runs in this shell: its `cd` moves later parts too.
                     let script = args.join(" ");
-                    self.scoped(|walker| walker.walk_source(&script, depth + 1));
+                    self.walk_source(&script, depth + 1);
                     true
                 }
             }
@@ -743,8 +919,8 @@ impl Walker<'_> {
                     && let Some(payload) = self.written.get(&resolved).cloned()
                 {
                     self.scoped(|walker| walker.walk_source(&payload, depth + 1));
-                    return true;
                 }
+                // A script file is never vouched for: other writes in the line may change it.
                 false
             }
         }
@@ -753,6 +929,19 @@ impl Walker<'_> {
     fn follow_shell(&mut self, part: &CommandPart, input: PipeInput, stdin_text: Option<&str>, depth: usize) -> bool {
         let program = part.program();
         let args = part.args();
+        // `--rcfile`, `--init-file`, `-i`, `-O` and friends run or configure code first.
+        if args.iter().take_while(|arg| !is_dash_c(arg) && arg.starts_with('-') && *arg != "--").any(|arg| {
+            (arg.starts_with("--") && !matches!(arg.as_str(), "--norc" | "--noprofile" | "--posix" | "--"))
+                || (arg.starts_with('-') && !arg.starts_with("--") && arg.contains(['i', 'O', 'o']))
+        }) {
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                format!("`{program}` starts with options that run or configure other code"),
+            );
+            return false;
+        }
         if let Some(position) = args.iter().position(|arg| is_dash_c(arg)) {
             return match args.get(position + 1) {
                 Some(script) if !part.dynamic_args => {
@@ -812,8 +1001,10 @@ impl Walker<'_> {
             paths::resolve(script, cwd.as_deref(), self.home).and_then(|resolved| self.written.get(&resolved).cloned());
         match payload {
             Some(payload) => {
-                self.scoped(|walker| walker.walk_source(&payload, depth + 1));
-                true
+                // Judged by the payload, and never vouched for: other writes in the line (`tee
+                // -a`, `cp`) may change the file before it runs.
+                self.walk_source(&payload, depth + 1);
+                false
             }
             None => {
                 self.finding(
@@ -871,6 +1062,63 @@ impl Walker<'_> {
             };
         }
     }
+}
+
+/// A run of 18 or more digits (numbers near `i64`/`usize` overflow).
+fn has_long_digit_run(word: &str) -> bool {
+    let mut run = 0;
+    for byte in word.bytes() {
+        run = if byte.is_ascii_digit() { run + 1 } else { 0 };
+        if run >= 18 {
+            return true;
+        }
+    }
+    false
+}
+
+/// `{…,…}` or `{…..…}` in unquoted text.
+fn is_brace_expansion(text: &str) -> bool {
+    text.find('{').is_some_and(|open| {
+        text[open..].find('}').is_some_and(|close| {
+            let inner = &text[open + 1..open + close];
+            inner.contains(',') || inner.contains("..")
+        })
+    })
+}
+
+/// The deepest nesting of `(` and `{` characters, quoted or not (a crude bound that only adds
+/// friction to pathological input).
+fn raw_nesting(source: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for byte in source.bytes() {
+        match byte {
+            b'(' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The deepest nesting of compound-command keywords (`if … fi`, `while … done`, `case … esac`).
+fn keyword_nesting(tokens: &[brush_parser::Token]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for token in tokens {
+        if let brush_parser::Token::Word(word, _) = token {
+            match word.as_str() {
+                "if" | "while" | "until" | "for" | "case" | "select" => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                "fi" | "done" | "esac" => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    deepest
 }
 
 /// A `<<` or `<<-` (not `<<<`) whose delimiter is made only of quotes (`""`, `''`, `""""`).
@@ -1113,6 +1361,8 @@ mod tests {
         // Found by `cargo fuzz run shell`: this took the parser about a minute.
         let started = std::time::Instant::now();
         let analysis = analyze(&"((".repeat(32), Some("/w"), "/h");
+        assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
+        let analysis = analyze(&"((".repeat(12), Some("/w"), "/h");
         assert!(analysis.findings.iter().any(|finding| finding.detail.contains("unclosed")));
         let analysis = analyze(&format!("{}ls{}", "(".repeat(30), ")".repeat(30)), Some("/w"), "/h");
         assert!(analysis.findings.iter().any(|finding| finding.detail.contains("nest")));

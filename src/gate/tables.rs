@@ -57,25 +57,27 @@ fn any_safe(_: &[String]) -> Verdict {
     Verdict::Safe
 }
 
-/// Refuses any argument equal to one of `flags`, or starting with `flag=` for long flags, or
-/// a short-flag cluster containing a forbidden single-letter flag.
+/// Refuses an argument that is, or abbreviates, one of `flags`:
+/// - a long flag (`--output`) exactly, with a value (`--output=x`), or abbreviated the way GNU
+///   getopt accepts (`--outp`, `--compress-prog`);
+/// - a short flag (`-o`) alone, in a cluster (`-uo`), or with an attached value (`-ofile`,
+///   `-O'sh -c id'`);
+/// - a single-dash word flag (`-exec`) exactly.
 fn forbid(args: &[String], flags: &'static [&'static str]) -> Verdict {
     for arg in args {
         if arg == "--" {
             break;
         }
         for flag in flags {
-            let long_with_value =
-                flag.starts_with("--") && arg.strip_prefix(flag).is_some_and(|rest| rest.starts_with('='));
-            let short_cluster = flag.len() == 2
-                && flag.starts_with('-')
-                && !flag.starts_with("--")
-                && arg.starts_with('-')
-                && !arg.starts_with("--")
-                && arg.len() > 2
-                && arg[1..].chars().all(|c| c.is_ascii_alphanumeric())
-                && arg[1..].contains(&flag[1..]);
-            if arg == flag || long_with_value || short_cluster {
+            let hit = if flag.starts_with("--") {
+                let name = arg.split('=').next().unwrap_or(arg);
+                arg.starts_with("--") && name.len() > 3 && (name == *flag || flag.starts_with(name))
+            } else if flag.len() == 2 {
+                arg.starts_with('-') && !arg.starts_with("--") && arg.len() > 1 && arg[1..].contains(&flag[1..])
+            } else {
+                arg == flag
+            };
+            if hit {
                 return Verdict::Dangerous(flag);
             }
         }
@@ -107,11 +109,40 @@ fn sort_check(args: &[String]) -> Verdict {
 }
 
 fn uniq_check(args: &[String]) -> Verdict {
-    // `uniq IN OUT` writes OUT.
-    if args.iter().filter(|arg| !arg.starts_with('-')).count() > 1 {
+    // `uniq IN OUT` writes OUT. `-f N`, `-s N`, `-w N` take a value that is not a file.
+    let mut operands = 0;
+    let mut skip_value = false;
+    for arg in args {
+        if skip_value {
+            skip_value = false;
+        } else if matches!(arg.as_str(), "-f" | "-s" | "-w") {
+            skip_value = true;
+        } else if !arg.starts_with('-') {
+            operands += 1;
+        }
+    }
+    if operands > 1 {
         return Verdict::Dangerous("a second file argument (the output file)");
     }
     Verdict::Safe
+}
+
+fn printf_check(args: &[String]) -> Verdict {
+    // `printf -v NAME` assigns a variable (`printf -v PATH …`).
+    forbid(args, &["-v"])
+}
+
+fn jq_check(args: &[String]) -> Verdict {
+    // `env`, `$ENV` and `$__loc__`-style builtins read the process environment (secrets).
+    if args.iter().any(|arg| arg.contains("env") || arg.contains("ENV") || arg.contains("input_filename")) {
+        return Verdict::Dangerous("a filter that reads the environment");
+    }
+    forbid(args, &["--rawfile", "--slurpfile", "--from-file", "-f"])
+}
+
+fn command_check(args: &[String]) -> Verdict {
+    // Only the lookup forms; `command X` runs X and is unwrapped before this.
+    if args.first().is_some_and(|arg| arg == "-v" || arg == "-V") { Verdict::Safe } else { Verdict::NotCovered }
 }
 
 fn tree_check(args: &[String]) -> Verdict {
@@ -131,42 +162,72 @@ fn cd_check(args: &[String]) -> Verdict {
     Verdict::Safe
 }
 
-/// `sed` is safe only without in-place editing and with scripts made of print, delete, quit,
-/// line-number and substitute commands without the `e` (execute) or `w` (write) flags.
+/// `sed` is safe only without in-place editing or script files, and with scripts made of
+/// print, delete, quit, line-number and substitute commands without the `e` (execute) or `w`
+/// (write) flags. Scripts are found wherever sed finds them: `-e S`, `-eS`, `-neS`,
+/// `--expression=S`, `--expr S`, or the first operand.
 fn sed_check(args: &[String]) -> Verdict {
-    let mut scripts = Vec::new();
+    let mut scripts: Vec<&str> = Vec::new();
     let mut explicit_script = false;
     let mut index = 0;
     while let Some(arg) = args.get(index) {
-        if arg == "-i" || arg.starts_with("-i") && !arg.starts_with("--") || arg.starts_with("--in-place") {
-            return Verdict::Dangerous("-i");
+        index += 1;
+        if arg == "--" {
+            break;
         }
-        if arg.starts_with("-")
-            && !arg.starts_with("--")
-            && arg.len() > 2
-            && arg[1..].contains('i')
-            && arg[1..].chars().all(|c| c.is_ascii_alphabetic())
-        {
-            return Verdict::Dangerous("-i");
-        }
-        if arg == "-f" || arg.starts_with("--file") {
-            return Verdict::Dangerous("-f (a script file)");
-        }
-        if arg == "-e" || arg == "--expression" {
-            explicit_script = true;
-            if let Some(script) = args.get(index + 1) {
-                scripts.push(script.as_str());
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, None),
+            };
+            let abbreviates = |full: &str| name.len() >= 2 && full.starts_with(name);
+            if abbreviates("in-place") {
+                return Verdict::Dangerous("--in-place");
             }
-            index += 2;
+            if abbreviates("file") {
+                return Verdict::Dangerous("--file (a script file)");
+            }
+            if abbreviates("expression") {
+                explicit_script = true;
+                match value {
+                    Some(value) => scripts.push(value),
+                    None => {
+                        if let Some(script) = args.get(index) {
+                            scripts.push(script);
+                        }
+                        index += 1;
+                    }
+                }
+            }
             continue;
         }
-        if let Some(script) = arg.strip_prefix("--expression=") {
-            explicit_script = true;
-            scripts.push(script);
-        } else if !arg.starts_with('-') && !explicit_script && scripts.is_empty() {
-            scripts.push(arg.as_str());
+        if let Some(cluster) = arg.strip_prefix('-').filter(|cluster| !cluster.is_empty()) {
+            for (offset, flag) in cluster.char_indices() {
+                match flag {
+                    'i' => return Verdict::Dangerous("-i"),
+                    'f' => return Verdict::Dangerous("-f (a script file)"),
+                    'e' => {
+                        explicit_script = true;
+                        let attached = &cluster[offset + 1..];
+                        if attached.is_empty() {
+                            if let Some(script) = args.get(index) {
+                                scripts.push(script);
+                            }
+                            index += 1;
+                        } else {
+                            scripts.push(attached);
+                        }
+                        break;
+                    }
+                    'l' => break,
+                    _ => {}
+                }
+            }
+            continue;
         }
-        index += 1;
+        if !explicit_script && scripts.is_empty() {
+            scripts.push(arg);
+        }
     }
     if scripts.iter().all(|script| sed_script_is_safe(script)) {
         Verdict::Safe
@@ -227,6 +288,9 @@ fn skip_sed_address(command: &str) -> Option<&str> {
     Some(command.trim_start_matches(|c: char| c.is_ascii_digit() || c == '$' || c == '~'))
 }
 
+/// Flags that make a reading git command write a file or run a program.
+const GIT_READ_FORBIDDEN: &[&str] = &["--output", "--ext-diff", "-O", "--open-files-in-pager", "--exec", "--textconv"];
+
 /// Git subcommands that only read, with the global options that keep it so.
 fn git_read_check(args: &[String]) -> Verdict {
     let (subcommand, rest) = match git_subcommand(args) {
@@ -257,53 +321,80 @@ fn git_read_check(args: &[String]) -> Verdict {
         "rev-list",
         "diff-tree",
     ];
-    let listing_only = |allowed: &[&str]| {
-        rest.iter()
-            .all(|arg| allowed.contains(&arg.as_str()) || (arg.starts_with("--format") || arg.starts_with("--sort")))
-    };
     match subcommand {
-        sub if READ.contains(&sub) => {
-            forbid(rest, &["--output", "--ext-diff", "-O", "--open-files-in-pager", "--exec"])
-        }
+        sub if READ.contains(&sub) => forbid(rest, GIT_READ_FORBIDDEN),
         "branch"
-            if listing_only(&[
-                "-a",
-                "--all",
-                "-r",
-                "--remotes",
-                "-v",
-                "-vv",
-                "--verbose",
-                "--list",
-                "-l",
-                "--show-current",
-                "--merged",
-                "--no-merged",
-                "--contains",
-                "--no-color",
-                "--color",
-            ]) =>
+            if git_listing(
+                rest,
+                &["-a", "--all", "-r", "--remotes", "-v", "-vv", "--verbose", "--show-current", "--no-color"],
+            ) =>
         {
             Verdict::Safe
         }
-        "tag" if listing_only(&["-l", "--list", "-n"]) => Verdict::Safe,
-        "remote" if listing_only(&["-v", "--verbose"]) => Verdict::Safe,
+        "tag"
+            if git_listing(rest, &["-n"])
+                && (rest.is_empty() || rest.iter().any(|arg| arg == "-l" || arg == "--list")) =>
+        {
+            Verdict::Safe
+        }
+        "remote" if rest.iter().all(|arg| arg == "-v" || arg == "--verbose") => Verdict::Safe,
         "remote" if rest.first().is_some_and(|arg| arg == "get-url") => Verdict::Safe,
-        "stash" if rest.first().is_some_and(|arg| arg == "list" || arg == "show") => Verdict::Safe,
+        "stash" if rest.first().is_some_and(|arg| arg == "list" || arg == "show") => forbid(rest, GIT_READ_FORBIDDEN),
         "worktree" if rest.first().is_some_and(|arg| arg == "list") => Verdict::Safe,
-        "reflog" if rest.is_empty() || rest.first().is_some_and(|arg| arg == "show") => Verdict::Safe,
-        "config"
-            if rest
-                .iter()
-                .any(|arg| matches!(arg.as_str(), "--get" | "--get-all" | "--list" | "-l" | "--get-regexp"))
-                && !rest.iter().any(|arg| {
-                    matches!(arg.as_str(), "--add" | "--unset" | "--unset-all" | "--replace-all" | "--edit" | "-e")
-                }) =>
-        {
-            Verdict::Safe
+        "reflog" if rest.is_empty() || rest.first().is_some_and(|arg| arg == "show") => {
+            forbid(rest, GIT_READ_FORBIDDEN)
         }
+        "config" => git_config_read(rest),
         _ => Verdict::NotCovered,
     }
+}
+
+/// A listing form of `git branch` / `git tag`: only the given flags, plus patterns or commits
+/// after the flags that take them (`--list`, `--contains`, `--merged`, …).
+fn git_listing(args: &[String], flags: &[&str]) -> bool {
+    const TAKES_VALUE: [&str; 7] =
+        ["-l", "--list", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at"];
+    let mut value_allowed = false;
+    for arg in args {
+        if TAKES_VALUE.contains(&arg.as_str()) {
+            value_allowed = true;
+            continue;
+        }
+        let listing_flag = flags.contains(&arg.as_str())
+            || arg.starts_with("--color")
+            || arg.starts_with("--format")
+            || arg.starts_with("--sort");
+        let pattern = !arg.starts_with('-') && value_allowed;
+        if !listing_flag && !pattern {
+            return false;
+        }
+    }
+    true
+}
+
+/// `git config` reads: `--get…`, `--list`, or one bare key; never a form that writes.
+fn git_config_read(args: &[String]) -> Verdict {
+    const WRITES: [&str; 9] = [
+        "--add",
+        "--unset",
+        "--unset-all",
+        "--replace-all",
+        "--edit",
+        "-e",
+        "--rename-section",
+        "--remove-section",
+        "set",
+    ];
+    if args.iter().any(|arg| {
+        WRITES.iter().any(|write| arg == write || (write.starts_with("--") && arg.starts_with(&format!("{write}="))))
+    }) {
+        return Verdict::NotCovered;
+    }
+    let reads = args
+        .iter()
+        .any(|arg| arg.starts_with("--get") || arg == "--list" || arg == "-l" || arg == "get" || arg == "list");
+    let operands = args.iter().filter(|arg| !arg.starts_with('-')).count();
+    if reads || (operands == 1 && args.len() == 1) { Verdict::Safe } else { Verdict::NotCovered }
 }
 
 /// Git subcommands that write only to the local repository (reversible, in the workspace).
@@ -313,24 +404,30 @@ fn git_write_check(args: &[String]) -> Verdict {
         Err(flag) => return Verdict::Dangerous(flag),
     };
     match subcommand {
-        "add" => forbid(rest, &["--force", "-f"]),
+        "add" => forbid(rest, &["--force", "-f", "--chmod"]),
         // `--no-verify` skips the repository's own checks: a reviewer should see that.
-        "commit" => forbid(rest, &["--no-verify", "-n", "--amend"]),
+        "commit" => forbid(
+            rest,
+            &["--no-verify", "-n", "--amend", "--fixup", "--squash", "-c", "-C", "--reuse-message", "--reedit-message"],
+        ),
         "stash"
             if rest.is_empty()
                 || rest.first().is_some_and(|arg| arg == "push" || arg == "save" || arg.starts_with('-')) =>
         {
             Verdict::Safe
         }
-        "switch" if rest.first().is_some_and(|arg| arg == "-c" || arg == "--create") => Verdict::Safe,
-        "checkout" if rest.first().is_some_and(|arg| arg == "-b") => Verdict::Safe,
-        "restore"
-            if rest.first().is_some_and(|arg| arg == "--staged")
-                && !rest.iter().any(|arg| arg == "--worktree" || arg == "-W") =>
-        {
-            Verdict::Safe
+        // Creating a branch keeps the working tree; forcing or discarding changes does not.
+        "switch" if rest.first().is_some_and(|arg| arg == "-c" || arg == "--create") => {
+            forbid(rest, &["-f", "--force", "--discard-changes", "-m", "--merge", "-C", "--force-create"])
         }
-        "init" => Verdict::Safe,
+        "checkout" if rest.first().is_some_and(|arg| arg == "-b") => {
+            forbid(rest, &["-f", "--force", "-m", "--merge", "-B"])
+        }
+        "restore" if rest.first().is_some_and(|arg| arg == "--staged" || arg == "-S") => {
+            forbid(rest, &["--worktree", "-W", "--source", "-s", "--overlay", "--merge", "-m"])
+        }
+        // A template directory installs hooks; a separate git dir moves the repository.
+        "init" => forbid(rest, &["--template", "--separate-git-dir", "--bare"]),
         _ => Verdict::NotCovered,
     }
 }
@@ -356,8 +453,9 @@ fn git_subcommand(args: &[String]) -> Result<(&str, &[String]), &'static str> {
 }
 
 fn cargo_read_check(args: &[String]) -> Verdict {
-    match args.first().map(String::as_str) {
-        Some("--version" | "-V" | "version") => Verdict::Safe,
+    // Only the version flag alone: `python3 version` or `node x` would run a file.
+    match args {
+        [flag] if flag == "--version" || flag == "-V" => Verdict::Safe,
         _ => Verdict::NotCovered,
     }
 }
@@ -395,7 +493,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "less",
             "more",
             "tac",
-            "xxd",
             "hexdump",
             "od",
             "md5sum",
@@ -450,9 +547,9 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     SafeEntry {
         id: "safe.print",
         programs: &[
-            "echo", "printf", "true", "false", ":", "read", "pwd", "date", "whoami", "id", "uname", "hostname",
-            "nproc", "sleep", "seq", "yes", "type", "which", "whereis", "basename", "dirname", "realpath", "readlink",
-            "test", "[", "du", "df", "free", "uptime", "ps", "tty", "locale", "getconf",
+            "echo", "true", "false", ":", "pwd", "date", "whoami", "id", "uname", "hostname", "nproc", "sleep", "seq",
+            "type", "which", "whereis", "basename", "dirname", "realpath", "readlink", "test", "[", "du", "df", "free",
+            "uptime", "tty", "locale", "getconf",
         ],
         tier: Tier::Low,
         access: Access::Read,
@@ -472,7 +569,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "rev",
             "expand",
             "unexpand",
-            "jq",
             "diff",
             "cmp",
             "comm",
@@ -483,8 +579,40 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         tier: Tier::Low,
         access: Access::Read,
         check: any_safe,
-        matches: &["jq .name package.json", "diff -u a.txt b.txt", "cut -d, -f1 data.csv"],
-        not_matches: &["jq . ~/.docker/config.json"],
+        matches: &["diff -u a.txt b.txt", "cut -d, -f1 data.csv"],
+        not_matches: &["diff ~/.ssh/id_rsa x"],
+    },
+    SafeEntry {
+        id: "safe.jq",
+        programs: &["jq"],
+        tier: Tier::Low,
+        access: Access::Read,
+        check: jq_check,
+        matches: &["jq .name package.json", "jq -r '.packages[].name' Cargo.lock.json"],
+        not_matches: &[
+            "jq . ~/.docker/config.json",
+            "jq -n env",
+            "jq -n '$ENV.AWS_SECRET_ACCESS_KEY'",
+            "jq --rawfile k /etc/shadow -n '$k'",
+        ],
+    },
+    SafeEntry {
+        id: "safe.printf",
+        programs: &["printf"],
+        tier: Tier::Low,
+        access: Access::Read,
+        check: printf_check,
+        matches: &["printf '%s\\n' done"],
+        not_matches: &["printf -v PATH %s /tmp/evil", "printf x > ~/.profile"],
+    },
+    SafeEntry {
+        id: "safe.command-lookup",
+        programs: &["command"],
+        tier: Tier::Low,
+        access: Access::Read,
+        check: command_check,
+        matches: &["command -v cargo"],
+        not_matches: &[],
     },
     SafeEntry {
         id: "safe.sort",
