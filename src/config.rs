@@ -300,23 +300,54 @@ impl Default for ReversibilityConfig {
     }
 }
 
-/// A model endpoint. Backends are built in later stages; the shape is validated now.
+/// A model endpoint.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "backend", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ModelConfig {
+    /// Any OpenAI-compatible chat completions endpoint (OpenAI, Azure, vLLM, llama.cpp, Ollama,
+    /// LiteLLM). `base_url` includes the version path, e.g. `https://api.openai.com/v1`.
     Openai {
         base_url: String,
         model: String,
+        /// Environment variable holding the API key; none sends no key (local servers).
         #[serde(default)]
         api_key_env: Option<String>,
+        /// Header carrying the key: `authorization` sends `Bearer KEY`; any other name (Azure's
+        /// `api-key`) sends the key as is.
+        #[serde(default = "default_api_key_header")]
+        api_key_header: String,
+        /// Extra headers sent with every request.
         #[serde(default)]
         headers: BTreeMap<String, String>,
+        /// Query parameters added to every request (Azure's `api-version`).
+        #[serde(default)]
+        query: BTreeMap<String, String>,
         #[serde(default)]
         style: ModelStyle,
         /// The least probability mass the option labels must hold in decision style.
         #[serde(default = "default_min_label_mass")]
         min_label_mass: f64,
+        /// How many alternatives to ask for per token in decision style (providers cap it at 20).
+        #[serde(default = "default_top_logprobs")]
+        top_logprobs: u8,
+        /// A reasoning model (o-series and the like): no `temperature`, no `logprobs`, and the
+        /// token limit sent as `max_completion_tokens`. Text style only.
+        #[serde(default)]
+        reasoning_model: bool,
+        /// Which token-limit field to send: `max_tokens` (understood by every compatible
+        /// server, and the one Ollama honours), `max_completion_tokens`, or `both`.
+        #[serde(default)]
+        token_limit_field: TokenLimitField,
+        /// Output tokens allowed in text style.
+        #[serde(default = "default_max_tokens")]
+        max_tokens: u32,
+        /// Ask for a JSON-schema `response_format` in text style (where the server supports it).
+        #[serde(default)]
+        response_format: bool,
+        #[serde(default)]
+        http: HttpSettings,
     },
+    /// Anthropic's Messages API (text style, prompt caching).
     Anthropic {
         #[serde(default = "default_anthropic_url")]
         base_url: String,
@@ -325,6 +356,10 @@ pub enum ModelConfig {
         api_key_env: String,
         #[serde(default = "default_max_tokens")]
         max_tokens: u32,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        http: HttpSettings,
     },
     Local {
         path: PathBuf,
@@ -333,6 +368,74 @@ pub enum ModelConfig {
         #[serde(default = "default_max_tokens")]
         max_new_tokens: u32,
     },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenLimitField {
+    #[default]
+    MaxTokens,
+    MaxCompletionTokens,
+    Both,
+}
+
+/// Timeouts, retries and the circuit breaker of a remote backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    /// One HTTP attempt may take at most this long (the stage timeout bounds all attempts).
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+    /// Attempts per model call, retries included (connect errors, 408, 429, 5xx).
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "default_initial_backoff")]
+    pub initial_backoff_ms: u64,
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff_ms: u64,
+    /// After this many consecutive failed calls the backend fails fast for `breaker_cooldown_ms`.
+    #[serde(default = "default_breaker_failures")]
+    pub breaker_failures: u32,
+    #[serde(default = "default_breaker_cooldown")]
+    pub breaker_cooldown_ms: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            request_timeout_ms: default_request_timeout(),
+            max_attempts: default_max_attempts(),
+            initial_backoff_ms: default_initial_backoff(),
+            max_backoff_ms: default_max_backoff(),
+            breaker_failures: default_breaker_failures(),
+            breaker_cooldown_ms: default_breaker_cooldown(),
+        }
+    }
+}
+
+fn default_api_key_header() -> String {
+    "authorization".to_owned()
+}
+fn default_top_logprobs() -> u8 {
+    20
+}
+fn default_request_timeout() -> u64 {
+    30_000
+}
+fn default_max_attempts() -> u32 {
+    3
+}
+fn default_initial_backoff() -> u64 {
+    200
+}
+fn default_max_backoff() -> u64 {
+    5_000
+}
+fn default_breaker_failures() -> u32 {
+    5
+}
+fn default_breaker_cooldown() -> u64 {
+    30_000
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -622,6 +725,12 @@ impl Config {
                 return Err("`review.timeout_ms` must be greater than 0".to_owned());
             }
             validate_model("review.model", &review.model)?;
+            if let ModelConfig::Openai { style: ModelStyle::Decision, .. } = review.model {
+                return Err(
+                    "`review.model`: the review reasons and answers several options, so it needs `style = \"text\"`"
+                        .to_owned(),
+                );
+            }
         }
         if self.transcript.max_tokens < 256 || self.transcript.argument_chars == 0 {
             return Err(
@@ -744,7 +853,17 @@ fn describe_model(model: &ModelConfig) -> String {
 
 fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
     match model {
-        ModelConfig::Openai { base_url, model, min_label_mass, .. } => {
+        ModelConfig::Openai {
+            base_url,
+            model,
+            min_label_mass,
+            top_logprobs,
+            reasoning_model,
+            style,
+            max_tokens,
+            http,
+            ..
+        } => {
             validate_url(field, base_url)?;
             if model.trim().is_empty() {
                 return Err(format!("`{field}.model` must name a model"));
@@ -752,9 +871,20 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
             if !(0.0..=1.0).contains(min_label_mass) || min_label_mass.is_nan() {
                 return Err(format!("`{field}.min_label_mass` must be within 0..=1, got {min_label_mass}"));
             }
-            Ok(())
+            if !(1..=20).contains(top_logprobs) {
+                return Err(format!("`{field}.top_logprobs` must be within 1..=20, got {top_logprobs}"));
+            }
+            if *reasoning_model && *style == ModelStyle::Decision {
+                return Err(format!(
+                    "`{field}`: a reasoning model reports no log-probabilities, so it needs `style = \"text\"`"
+                ));
+            }
+            if *max_tokens == 0 {
+                return Err(format!("`{field}.max_tokens` must be greater than 0"));
+            }
+            validate_http(field, http)
         }
-        ModelConfig::Anthropic { base_url, model, max_tokens, .. } => {
+        ModelConfig::Anthropic { base_url, model, max_tokens, http, .. } => {
             validate_url(field, base_url)?;
             if model.trim().is_empty() {
                 return Err(format!("`{field}.model` must name a model"));
@@ -762,7 +892,7 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
             if *max_tokens == 0 {
                 return Err(format!("`{field}.max_tokens` must be greater than 0"));
             }
-            Ok(())
+            validate_http(field, http)
         }
         ModelConfig::Local { threads, .. } => {
             if *threads == Some(0) {
@@ -771,6 +901,18 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+fn validate_http(field: &str, http: &HttpSettings) -> Result<(), String> {
+    if http.request_timeout_ms == 0 || http.max_attempts == 0 || http.breaker_failures == 0 {
+        return Err(format!(
+            "`{field}.http`: `request_timeout_ms`, `max_attempts` and `breaker_failures` must be at least 1"
+        ));
+    }
+    if http.initial_backoff_ms > http.max_backoff_ms {
+        return Err(format!("`{field}.http.initial_backoff_ms` must not exceed `max_backoff_ms`"));
+    }
+    Ok(())
 }
 
 fn validate_url(field: &str, url: &str) -> Result<(), String> {

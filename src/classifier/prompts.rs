@@ -123,6 +123,7 @@ impl Prompts {
             question_block,
             questions: vec![question],
             reasoned,
+            deadline: None,
         })
     }
 
@@ -155,6 +156,7 @@ impl Prompts {
             question_block,
             questions,
             reasoned: true,
+            deadline: None,
         })
     }
 }

@@ -8,6 +8,10 @@
 //! if present, a real probability distribution; the pipeline turns every error into a
 //! fail-closed outcome, never an allow.
 
+pub mod answer;
+pub mod anthropic;
+pub mod http;
+pub mod openai;
 pub mod testing;
 
 use std::collections::BTreeMap;
@@ -47,6 +51,9 @@ pub struct ModelRequest {
     pub questions: Vec<Question>,
     /// Set for the reasoned review: the model may reason before its answer.
     pub reasoned: bool,
+    /// When the stage's time is up: retries never sleep past it.
+    #[serde(skip)]
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// A model's choice for one question.
@@ -175,15 +182,62 @@ fn probability_problem(question: &Question, probabilities: &BTreeMap<String, f64
     None
 }
 
-/// Builds the backend a config names. Backends are added by later issues; until then this says
-/// plainly which one is missing rather than pretending.
+fn api_key(variable: &str) -> Result<String, String> {
+    match std::env::var(variable) {
+        Ok(key) if !key.trim().is_empty() => Ok(key.trim().to_owned()),
+        _ => Err(format!("the environment variable `{variable}` that should hold the API key is not set")),
+    }
+}
+
+/// Builds the backend a config names. Fails (and nothing starts) when an API key variable is
+/// unset, a header is invalid, or the backend is not available in this build.
 pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, String> {
-    let backend = match config {
-        ModelConfig::Openai { .. } => "openai",
-        ModelConfig::Anthropic { .. } => "anthropic",
-        ModelConfig::Local { .. } => "local",
-    };
-    Err(format!("the `{backend}` model backend is not built into this version of permit yet"))
+    match config {
+        ModelConfig::Openai {
+            base_url,
+            model,
+            api_key_env,
+            api_key_header,
+            headers,
+            query,
+            style,
+            min_label_mass,
+            top_logprobs,
+            reasoning_model,
+            token_limit_field,
+            max_tokens,
+            response_format,
+            http,
+        } => {
+            let api_key = api_key_env.as_deref().map(api_key).transpose()?;
+            let backend = openai::OpenAiBackend::new(openai::OpenAiSettings {
+                base_url: base_url.clone(),
+                model: model.clone(),
+                api_key,
+                api_key_header: api_key_header.clone(),
+                headers: headers.clone(),
+                query: query.clone(),
+                style: *style,
+                min_label_mass: *min_label_mass,
+                top_logprobs: *top_logprobs,
+                reasoning_model: *reasoning_model,
+                token_limit_field: *token_limit_field,
+                max_tokens: *max_tokens,
+                response_format: *response_format,
+                http: *http,
+            })?;
+            Ok(std::sync::Arc::new(backend))
+        }
+        ModelConfig::Anthropic { base_url, model, api_key_env, max_tokens, headers, http } => {
+            let backend =
+                anthropic::AnthropicBackend::new(base_url, model, api_key(api_key_env)?, *max_tokens, headers, *http)?;
+            Ok(std::sync::Arc::new(backend))
+        }
+        ModelConfig::Local { .. } => {
+            Err("the `local` model backend is not built into this version of permit yet; use `openai` or `anthropic`"
+                .to_owned())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,272 @@
+//! The resilient HTTP caller shared by the remote backends: per-attempt timeouts, retries with
+//! exponential backoff and jitter, `Retry-After`, a circuit breaker, and a total deadline.
+//!
+//! Decides only whether and when to try again. Retries connect errors, timeouts, 408, 429 and
+//! 5xx (`Retry-After` honoured in seconds or as an HTTP date, whatever the body says: a
+//! non-JSON 429 is still a 429), never other 4xx; never sleeps past the deadline. After
+//! `breaker_failures` consecutive failed calls it fails fast for `breaker_cooldown_ms`, then
+//! lets one probe through. Every failure is returned as a [`ModelError`], which the pipeline
+//! fails closed. Secrets (API keys) are redacted from every error message, and bodies are cut
+//! short, so a provider echoing a key cannot leak it into logs.
+//!
+//! Built on reqwest rather than async-openai's client: permit's retry rules need the HTTP status
+//! and the `Retry-After` header of every failed attempt, which async-openai's error type does
+//! not carry, and async-openai retries 429s on its own schedule, which would break the deadline.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::Value;
+
+use crate::config::HttpSettings;
+use crate::model::ModelError;
+
+/// Bodies quoted in errors are cut to this many characters.
+const BODY_SNIPPET: usize = 200;
+
+#[derive(Debug, Default)]
+struct Breaker {
+    consecutive_failures: u32,
+    open_until: Option<Instant>,
+    probing: bool,
+}
+
+pub struct HttpCaller {
+    name: String,
+    client: reqwest::Client,
+    settings: HttpSettings,
+    breaker: Mutex<Breaker>,
+    secrets: Vec<String>,
+}
+
+enum Attempt {
+    Retry { error: ModelError, retry_after: Option<Duration> },
+    Fail(ModelError),
+}
+
+impl HttpCaller {
+    pub fn new(name: String, settings: HttpSettings, secrets: Vec<String>) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(settings.request_timeout_ms.min(10_000)))
+            .build()
+            .map_err(|error| format!("cannot build the HTTP client for `{name}`: {error}"))?;
+        Ok(Self { name, client, settings, breaker: Mutex::new(Breaker::default()), secrets })
+    }
+
+    fn redact(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in self.secrets.iter().filter(|secret| secret.len() >= 4) {
+            text = text.replace(secret.as_str(), "[redacted]");
+        }
+        text
+    }
+
+    fn snippet(&self, body: &str) -> String {
+        let cut: String = body.chars().take(BODY_SNIPPET).collect();
+        self.redact(cut.trim())
+    }
+
+    fn admit(&self) -> Result<(), ModelError> {
+        let Ok(mut breaker) = self.breaker.lock() else {
+            return Err(ModelError::Unavailable(self.name.clone(), "internal state is poisoned".to_owned()));
+        };
+        match breaker.open_until {
+            Some(until) if Instant::now() < until => Err(ModelError::Unavailable(
+                self.name.clone(),
+                format!("circuit open after {} consecutive failures", breaker.consecutive_failures),
+            )),
+            Some(_) if breaker.probing => {
+                Err(ModelError::Unavailable(self.name.clone(), "circuit half-open; a probe is in flight".to_owned()))
+            }
+            Some(_) => {
+                breaker.probing = true;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn record(&self, success: bool) {
+        if let Ok(mut breaker) = self.breaker.lock() {
+            breaker.probing = false;
+            if success {
+                *breaker = Breaker::default();
+            } else {
+                breaker.consecutive_failures += 1;
+                if breaker.consecutive_failures >= self.settings.breaker_failures {
+                    breaker.open_until =
+                        Some(Instant::now() + Duration::from_millis(self.settings.breaker_cooldown_ms));
+                }
+            }
+        }
+    }
+
+    /// POSTs `body` and returns the response body of a 2xx answer.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        deadline: Option<Instant>,
+    ) -> Result<String, ModelError> {
+        self.admit()?;
+        let result = self.post_with_retries(url, headers, body, deadline).await;
+        self.record(result.is_ok());
+        result
+    }
+
+    async fn post_with_retries(
+        &self,
+        url: &str,
+        headers: HeaderMap,
+        body: &Value,
+        deadline: Option<Instant>,
+    ) -> Result<String, ModelError> {
+        let per_attempt = Duration::from_millis(self.settings.request_timeout_ms);
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + per_attempt * self.settings.max_attempts);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(ModelError::Timeout(duration_ms(per_attempt)));
+            }
+            let timeout = per_attempt.min(remaining);
+            let outcome = match self.client.post(url).headers(headers.clone()).json(body).timeout(timeout).send().await
+            {
+                Ok(response) => {
+                    let status = response.status();
+                    let retry_after = retry_after(response.headers());
+                    match response.text().await {
+                        Ok(text) if status.is_success() => return Ok(text),
+                        Ok(text) => {
+                            let error =
+                                ModelError::Transport(format!("HTTP {}: {}", status.as_u16(), self.snippet(&text)));
+                            if status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error() {
+                                Attempt::Retry { error, retry_after }
+                            } else {
+                                Attempt::Fail(error)
+                            }
+                        }
+                        Err(error) => Attempt::Retry { error: self.transport(&error, timeout), retry_after },
+                    }
+                }
+                Err(error) if error.is_connect() || error.is_timeout() || error.is_request() => {
+                    Attempt::Retry { error: self.transport(&error, timeout), retry_after: None }
+                }
+                Err(error) => Attempt::Fail(self.transport(&error, timeout)),
+            };
+            match outcome {
+                Attempt::Fail(error) => return Err(error),
+                Attempt::Retry { error, retry_after } => {
+                    if attempt >= self.settings.max_attempts {
+                        return Err(error);
+                    }
+                    let wait = retry_after.unwrap_or_default().max(self.backoff(attempt));
+                    if Instant::now() + wait >= deadline {
+                        // Waiting would overrun the stage: fail now, closed.
+                        return Err(error);
+                    }
+                    tracing::debug!(backend = %self.name, attempt, wait_ms = duration_ms(wait), "retrying model call");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    fn transport(&self, error: &reqwest::Error, timeout: Duration) -> ModelError {
+        if error.is_timeout() {
+            ModelError::Timeout(duration_ms(timeout))
+        } else {
+            // Without the URL: it may carry query parameters an operator considers private.
+            ModelError::Transport(self.redact(&error.without_url_string()))
+        }
+    }
+
+    /// Exponential backoff with full jitter: a random wait in [base/2, base], base doubling per
+    /// attempt up to the maximum.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = self
+            .settings
+            .initial_backoff_ms
+            .saturating_mul(1u64 << attempt.saturating_sub(1).min(16))
+            .min(self.settings.max_backoff_ms);
+        Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
+    }
+}
+
+trait WithoutUrl {
+    fn without_url_string(&self) -> String;
+}
+
+impl WithoutUrl for reqwest::Error {
+    fn without_url_string(&self) -> String {
+        let mut text = self.to_string();
+        if let Some(url) = self.url() {
+            text = text.replace(url.as_str(), "<endpoint>");
+        }
+        if self.is_connect() { format!("cannot connect: {text}") } else { text }
+    }
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    duration.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+/// `Retry-After` as seconds or as an HTTP date.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(SystemTime::now()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use reqwest::header::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn retry_after_in_seconds_and_as_a_date() {
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(7)));
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(30));
+        headers.insert(RETRY_AFTER, HeaderValue::from_str(&later).unwrap());
+        let wait = retry_after(&headers).unwrap();
+        assert!(wait <= Duration::from_secs(30) && wait >= Duration::from_secs(28), "{wait:?}");
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        assert_eq!(retry_after(&headers), Some(Duration::ZERO));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn backoff_grows_with_jitter_and_is_capped() {
+        let caller = HttpCaller::new(
+            "t".into(),
+            HttpSettings { initial_backoff_ms: 100, max_backoff_ms: 1_000, ..HttpSettings::default() },
+            vec![],
+        )
+        .unwrap();
+        for _ in 0..50 {
+            let first = caller.backoff(1).as_millis();
+            assert!((50..=100).contains(&first), "{first}");
+            let capped = caller.backoff(10).as_millis();
+            assert!((500..=1_000).contains(&capped), "{capped}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let caller = HttpCaller::new("t".into(), HttpSettings::default(), vec!["sk-secret-123".into()]).unwrap();
+        assert_eq!(
+            caller.snippet("Incorrect API key provided: sk-secret-123."),
+            "Incorrect API key provided: [redacted]."
+        );
+    }
+}
