@@ -82,7 +82,8 @@ pub fn parse_decision(
         }
     }
     let total: f64 = mass.values().sum();
-    if !(total >= min_label_mass) || total <= 0.0 {
+    // Written so a NaN total also fails.
+    if total.is_nan() || total < min_label_mass || total <= 0.0 {
         return Err(ModelError::Malformed(format!(
             "the option labels hold {total:.3} of the probability mass, below the floor of {min_label_mass}"
         )));
