@@ -1121,32 +1121,33 @@ fn keyword_nesting(tokens: &[brush_parser::Token]) -> usize {
     deepest
 }
 
-/// A `<<` or `<<-` (not `<<<`) whose delimiter is made only of quotes (`""`, `''`, `""""`).
+/// A `<<` or `<<-` (not `<<<`) whose delimiter is empty or made only of quotes (`""`, `''`),
+/// after any blanks, including the carriage returns and form feeds the tokenizer also skips.
 fn has_empty_heredoc_delimiter(source: &str) -> bool {
-    let bytes = source.as_bytes();
+    if !source.contains("<<") {
+        return false;
+    }
+    let chars: Vec<char> = source.chars().collect();
     let mut index = 0;
-    while index + 1 < bytes.len() {
-        if bytes[index] == b'<' && bytes[index + 1] == b'<' {
+    while index + 1 < chars.len() {
+        if chars[index] == '<' && chars[index + 1] == '<' {
             let mut cursor = index + 2;
-            if bytes.get(cursor) == Some(&b'<') {
+            if chars.get(cursor) == Some(&'<') {
                 // A here-string (`<<<`): skip all three.
                 index = cursor + 1;
                 continue;
             }
-            if bytes.get(cursor) == Some(&b'-') {
+            if chars.get(cursor) == Some(&'-') {
                 cursor += 1;
             }
-            while matches!(bytes.get(cursor), Some(b' ' | b'\t')) {
+            while chars.get(cursor).is_some_and(|c| c.is_whitespace() && *c != '\n') {
                 cursor += 1;
             }
-            let start = cursor;
-            while matches!(bytes.get(cursor), Some(b'"' | b'\'')) {
+            while matches!(chars.get(cursor), Some('"' | '\'')) {
                 cursor += 1;
             }
-            let quotes_only = cursor > start;
-            let word_continues =
-                bytes.get(cursor).is_some_and(|byte| !byte.is_ascii_whitespace() && !b";|&<>()".contains(byte));
-            if quotes_only && !word_continues {
+            let word_continues = chars.get(cursor).is_some_and(|c| !c.is_whitespace() && !";|&<>()".contains(*c));
+            if !word_continues {
                 return true;
             }
             index = cursor.max(index + 2);
@@ -1376,7 +1377,16 @@ mod tests {
     #[test]
     fn empty_heredoc_delimiters_are_refused_before_the_tokenizer_loops() {
         // Found by `cargo fuzz run shell`: brush-parser's tokenizer never returns on these.
-        for command in ["<<<<<\"\" ", "cat <<\"\" ", "cat <<'' ", "cat <<-\"\"\t", "a <<<b <<\"\"\"\" "] {
+        for command in [
+            "<<<<<\"\" ",
+            "cat <<\"\" ",
+            "cat <<'' ",
+            "cat <<-\"\"\t",
+            "a <<<b <<\"\"\"\" ",
+            "cat <<\r ",
+            "git\r<<-\r\r &&1",
+            "cat <<\u{c} ",
+        ] {
             let analysis = analyze(command, Some("/w"), "/h");
             assert!(analysis.findings.iter().any(|finding| finding.detail.contains("empty delimiter")), "{command:?}");
         }
