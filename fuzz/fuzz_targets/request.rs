@@ -2,15 +2,26 @@
 //! must not panic, and every parsed request gets exactly one decision per pending call.
 #![no_main]
 
+use std::sync::OnceLock;
+
 use libfuzzer_sys::fuzz_target;
 use permit::config::Config;
 use permit::engine::Engine;
 use permit::request::DecideRequest;
 
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| Engine::new(Config::default()).expect("the default config builds"))
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime"))
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(request) = DecideRequest::from_json(text) else { return };
-    let Ok(engine) = Engine::new(Config::default()) else { return };
-    let response = engine.decide(&request);
+    let response = runtime().block_on(engine().decide(&request));
     assert_eq!(response.decisions.len(), request.pending.len());
 });
