@@ -253,6 +253,20 @@ impl Walker<'_> {
             );
             return;
         }
+        if let Some(c) =
+            source.chars().find(|c| (c.is_control() || c.is_whitespace()) && !matches!(c, '\n' | '\t' | ' '))
+        {
+            // Control characters and exotic blanks (carriage return, form feed, NUL, NBSP) put
+            // brush-parser's here-document tokenizer into states it never leaves (found by
+            // `cargo fuzz run shell`); no agent needs them in a command line.
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("cannot parse the command: it contains the control or blank character U+{:04X}", u32::from(c)),
+            );
+            return;
+        }
         if has_empty_heredoc_delimiter(source) {
             // brush-parser 0.4's tokenizer loops forever on an empty here-document delimiter
             // followed by trailing blanks (`cat <<"" `, found by `cargo fuzz run shell`). No agent
@@ -1388,11 +1402,23 @@ mod tests {
             "cat <<\u{c} ",
         ] {
             let analysis = analyze(command, Some("/w"), "/h");
-            assert!(analysis.findings.iter().any(|finding| finding.detail.contains("empty delimiter")), "{command:?}");
+            // Refused either way: an empty delimiter, or the control characters before it.
+            assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError), "{command:?}");
         }
         assert_eq!(programs("cat <<'EOF'\nhi\nEOF"), ["cat"]);
         assert_eq!(programs("cat <<<\"\" "), ["cat"]);
         assert_eq!(programs("cat <<\"E\"\"F\"\nx\nEF\n"), ["cat"]);
+    }
+
+    #[test]
+    fn control_characters_are_refused_before_the_tokenizer() {
+        // Found by `cargo fuzz run shell`: form feeds around here-documents hang the tokenizer.
+        let hang = "sg&&L,<<\u{c}\t1\u{c}\u{c}\u{c},<<#\t2\u{c}&\u{c},<<\u{c}\t1\u{c}sq$[]";
+        for command in [hang, "ls\r\n", "echo\u{0}x", "ls\u{a0}-la"] {
+            let analysis = analyze(command, Some("/w"), "/h");
+            assert!(analysis.findings.iter().any(|finding| finding.detail.contains("control or blank")), "{command:?}");
+        }
+        assert!(analyze("printf 'a\tb\n'\nls", Some("/w"), "/h").findings.is_empty());
     }
 
     #[test]
