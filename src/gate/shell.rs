@@ -279,6 +279,16 @@ impl Walker<'_> {
             );
             return;
         }
+        // brush-parser 0.4's tokenizer can loop forever at the end of input while a here-document
+        // is open (`$(<<  a `, found by `cargo fuzz run shell`). A trailing newline, which
+        // changes nothing in bash, keeps it out of that state.
+        let terminated;
+        let source = if source.ends_with('\n') {
+            source
+        } else {
+            terminated = format!("{source}\n");
+            terminated.as_str()
+        };
         let tokens = match uncached_tokenize_str(source, &self.options.tokenizer_options()) {
             Ok(tokens) => tokens,
             Err(error) => {
@@ -1414,6 +1424,13 @@ mod tests {
     fn control_characters_are_refused_before_the_tokenizer() {
         // Found by `cargo fuzz run shell`: form feeds around here-documents hang the tokenizer.
         let hang = "sg&&L,<<\u{c}\t1\u{c}\u{c}\u{c},<<#\t2\u{c}&\u{c},<<\u{c}\t1\u{c}sq$[]";
+        // Also found by the fuzzer: an open here-document at the end of a substitution.
+        assert!(
+            analyze("$(<<  a ", Some("/w"), "/h")
+                .findings
+                .iter()
+                .any(|finding| finding.code == ReasonCode::ShellParseError)
+        );
         for command in [hang, "ls\r\n", "echo\u{0}x", "ls\u{a0}-la"] {
             let analysis = analyze(command, Some("/w"), "/h");
             assert!(analysis.findings.iter().any(|finding| finding.detail.contains("control or blank")), "{command:?}");
