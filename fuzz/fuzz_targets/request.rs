@@ -19,7 +19,18 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     RUNTIME.get_or_init(|| tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a runtime"))
 }
 
+/// permit catches panics inside brush-parser and answers a parse error (fail closed);
+/// libfuzzer-sys's hook would abort on them first, so the default hook is put back. A panic
+/// anywhere else still unwinds to libFuzzer and fails the run.
+fn restore_default_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = std::panic::take_hook();
+    });
+}
+
 fuzz_target!(|data: &[u8]| {
+    restore_default_panic_hook();
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(request) = DecideRequest::from_json(text) else { return };
     let response = runtime().block_on(engine().decide(&request));

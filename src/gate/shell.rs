@@ -27,6 +27,8 @@ const MAX_SOURCES: usize = 64;
 /// Commands longer than this are refused unparsed: no agent writes one, and parse time and
 /// stack depth grow with length.
 const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// Words needing expansion longer than this are refused unparsed (see [`Walker::expand`]).
+const MAX_WORD_BYTES: usize = 1024;
 /// Deeper nesting of `(`/`{` characters, or of compound-command keywords, than this is refused
 /// before parsing: brush-parser recurses per level and overflowed the stack at about 1,500
 /// nested `{ … }` (red-team finding).
@@ -160,7 +162,9 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         functions: Vec::new(),
         cwd: cwd.map(str::to_owned),
         written: HashMap::new(),
-        options: ParserOptions::default(),
+        // Extended globbing is off in non-interactive bash, and the PEG grammar for it backtracks
+        // badly on runs of `)` (found by `cargo fuzz run request`).
+        options: ParserOptions { enable_extended_globbing: false, ..ParserOptions::default() },
     };
     walker.walk_source(command, 0);
     walker.analysis
@@ -289,7 +293,21 @@ impl Walker<'_> {
             terminated = format!("{source}\n");
             terminated.as_str()
         };
-        let tokens = match uncached_tokenize_str(source, &self.options.tokenizer_options()) {
+        // Defence in depth: brush-parser 0.4 still unwraps inside its tokenizer (a panic on
+        // `$(/<<  h …` found by `cargo fuzz run shell`); a panic is a parse error, not a crash.
+        let tokenized = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            uncached_tokenize_str(source, &self.options.tokenizer_options())
+        }));
+        let Ok(tokenized) = tokenized else {
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                "cannot parse the command: the tokenizer failed".to_owned(),
+            );
+            return;
+        };
+        let tokens = match tokenized {
             Ok(tokens) => tokens,
             Err(error) => {
                 self.finding(
@@ -524,6 +542,17 @@ impl Walker<'_> {
         // Plain words (the common case) need no parse.
         if !word.chars().any(|c| matches!(c, '$' | '`' | '\'' | '"' | '\\' | '~' | '{')) {
             return Expanded { text: word.to_owned(), dynamic: false, fetched: false };
+        }
+        if word.len() > MAX_WORD_BYTES {
+            // brush-parser's word grammar backtracks on long words full of `)` and `$[` (0.8 s
+            // for one 3.8 KB word, found by `cargo fuzz run request`).
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("cannot parse a word longer than {MAX_WORD_BYTES} bytes"),
+            );
+            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
         }
         if has_long_digit_run(word) {
             // brush-parser 0.4 unwraps the parse of `~N` and brace-sequence numbers and panics
@@ -1424,7 +1453,15 @@ mod tests {
     fn control_characters_are_refused_before_the_tokenizer() {
         // Found by `cargo fuzz run shell`: form feeds around here-documents hang the tokenizer.
         let hang = "sg&&L,<<\u{c}\t1\u{c}\u{c}\u{c},<<#\t2\u{c}&\u{c},<<\u{c}\t1\u{c}sq$[]";
-        // Also found by the fuzzer: an open here-document at the end of a substitution.
+        // Also found by the fuzzer: a tokenizer panic, and an open here-document at the end of
+        // a substitution.
+        let panicking = "$(/<<  h ta&i/a&hti[$(( ts(!gi$())(s:\"=\"&&&)&";
+        assert!(
+            analyze(panicking, Some("/w"), "/h")
+                .findings
+                .iter()
+                .any(|finding| finding.code == ReasonCode::ShellParseError)
+        );
         assert!(
             analyze("$(<<  a ", Some("/w"), "/h")
                 .findings
