@@ -342,7 +342,26 @@ impl Gate {
             base = paths::resolve(workdir, cwd, workspace.home());
         }
         let analysis = shell::analyze(&command, base.as_deref(), workspace.home());
-        let mut units = Vec::with_capacity(analysis.parts.len() + analysis.findings.len());
+        let mut units: Vec<Unit> = Vec::with_capacity(analysis.parts.len() + analysis.findings.len() + 1);
+        // Codex's `exec_command` takes the shell binary itself as `shell`.
+        if let Some(shell_binary) = call.input.get("shell") {
+            let standard = shell_binary.as_str().is_some_and(|binary| {
+                matches!(
+                    binary,
+                    "bash" | "sh" | "zsh" | "/bin/bash" | "/bin/sh" | "/bin/zsh" | "/usr/bin/bash" | "/usr/bin/zsh"
+                )
+            });
+            if !standard {
+                let mut unit = Unit::new(Tier::High, ReasonCode::OpaqueExecution);
+                unit.add(
+                    ReasonCode::OpaqueExecution,
+                    "shell",
+                    "runs the command through a shell binary that is not a standard shell",
+                    None,
+                );
+                units.push(unit);
+            }
+        }
         for finding in analysis.findings {
             let mut unit = Unit::new(finding.tier, finding.code);
             unit.add(finding.code, truncate(&command, 120), finding.detail, finding.rule.map(str::to_owned));
@@ -444,6 +463,9 @@ impl Gate {
                         unit.command_tier = unit.command_tier.max(Tier::Medium);
                     }
                     self.judge_path(&mut unit, target, *redirect_access, part.cwd.as_deref(), workspace);
+                    for base in &part.other_cwds {
+                        self.judge_path(&mut unit, target, *redirect_access, base.as_deref(), workspace);
+                    }
                 }
                 None => {
                     unit.path_tier = unit.path_tier.max(Tier::High);
@@ -469,16 +491,24 @@ impl Gate {
         let program = part.program();
         let pattern = pattern_argument(program, part.args());
         let args = part.args();
+        let end_of_options = args.iter().position(|arg| arg == "--");
+        // A `cd` earlier in the line may have failed: relative paths are judged from every
+        // directory the part may run in.
+        let bases: Vec<Option<&str>> =
+            std::iter::once(part.cwd.as_deref()).chain(part.other_cwds.iter().map(Option::as_deref)).collect();
         for (index, arg) in args.iter().enumerate() {
-            let follows_pattern_flag =
-                index > 0 && matches!(args[index - 1].as_str(), "-e" | "--regexp" | "--expression");
-            if Some(index) == pattern
-                || (follows_pattern_flag && pattern_argument(program, &[]).is_none() && is_pattern_program(program))
-            {
+            // sed's `-e SCRIPT` values are scripts that `safe.sed` has already vetted.
+            let sed_script = program == "sed" && index > 0 && matches!(args[index - 1].as_str(), "-e" | "--expression");
+            if Some(index) == pattern || sed_script {
                 continue;
             }
-            if let Some(path) = path_like(arg, program) {
-                self.judge_path(&mut unit, path, access, part.cwd.as_deref(), workspace);
+            // After `--` every word is an operand, even one starting with `-`.
+            let operand = end_of_options.is_some_and(|end| index > end) && arg.starts_with('-');
+            let path = if operand { Some(arg.as_str()) } else { path_like(arg, program) };
+            if let Some(path) = path {
+                for base in &bases {
+                    self.judge_path(&mut unit, path, access, *base, workspace);
+                }
             }
         }
         // Only command-prefix rules read the words; skip the copy when there are none.
@@ -780,14 +810,18 @@ fn runs_system_program(name: &str) -> bool {
 /// value are not paths; `--file=x`, curl's `@file`, anything with a `/`, and names of
 /// credential files are.
 fn path_like<'a>(arg: &'a str, program: &str) -> Option<&'a str> {
-    let arg = if arg.starts_with('-') {
-        let (_, value) = arg.split_once('=')?;
+    let arg = if let Some((_, value)) = arg.split_once('=').filter(|_| arg.starts_with('-')) {
         value
+    } else if arg.starts_with('-') {
+        // A value attached to a short option: `-t/home/dev`, `-f~/.netrc`, `-x/../..`.
+        let start = arg.find(['/', '~'])?;
+        &arg[start..]
     } else {
         arg
     };
     let arg = arg.strip_prefix('@').unwrap_or(arg);
-    if arg.is_empty() || arg.contains("://") || arg.contains('\n') {
+    // URLs are judged too: `http://x/../../../home/…` is also a relative path.
+    if arg.is_empty() || arg.contains('\n') {
         return None;
     }
     if matches!(program, "echo" | "printf") {
@@ -798,12 +832,9 @@ fn path_like<'a>(arg: &'a str, program: &str) -> Option<&'a str> {
         || arg.starts_with('~')
         || arg.starts_with('.')
         || arg.contains('/')
+        || arg.contains(['*', '?', '['])
         || paths::is_sensitive_name(arg);
     looks_like_path.then_some(arg)
-}
-
-fn is_pattern_program(program: &str) -> bool {
-    matches!(program, "grep" | "egrep" | "fgrep" | "rg" | "ag" | "ack" | "sed")
 }
 
 /// The index of the argument that is a pattern or script rather than a file (`grep PATTERN
@@ -814,7 +845,12 @@ fn pattern_argument(program: &str, args: &[String]) -> Option<usize> {
     // `-f FILE`), leaves no bare pattern operand: every operand is then a file.
     let pattern_flag = |arg: &String| {
         let short_cluster = arg.starts_with('-') && !arg.starts_with("--") && arg.contains(['e', 'f']);
-        short_cluster || arg.starts_with("--regexp") || arg.starts_with("--expr") || arg.starts_with("--file")
+        // GNU tools accept unambiguous abbreviations: `--reg=.`, `--exp=p`.
+        let name = arg.split('=').next().unwrap_or(arg);
+        let long = name.len() > 3
+            && name.starts_with("--")
+            && ["--regexp", "--expression", "--file"].iter().any(|full| full.starts_with(name));
+        short_cluster || long
     };
     if !PATTERN_FIRST.contains(&program) || args.iter().any(pattern_flag) {
         return None;
@@ -824,8 +860,9 @@ fn pattern_argument(program: &str, args: &[String]) -> Option<usize> {
         return None;
     }
     if program == "git" {
-        // `git grep PATTERN`, `git log --grep=…`: only git grep takes a bare pattern.
-        let grep = args.iter().position(|arg| arg == "grep")?;
+        // `git grep PATTERN`, `git log --grep=…`: only git grep takes a bare pattern, and only
+        // when `grep` is the subcommand (the first operand).
+        let grep = args.iter().position(|arg| !arg.starts_with('-')).filter(|first| args[*first] == "grep")?;
         return args.iter().skip(grep + 1).position(|arg| !arg.starts_with('-')).map(|offset| grep + 1 + offset);
     }
     args.iter().position(|arg| !arg.starts_with('-'))

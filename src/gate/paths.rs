@@ -224,6 +224,16 @@ fn critical_write_target(path: &str, home: &str) -> bool {
         || path.ends_with("/.ssh/authorized_keys")
 }
 
+/// A path as a case-insensitive file system sees it, with the trailing dots and blanks Windows
+/// drops from each component (`.git./config` is `.git/config` there).
+fn comparable(path: &str) -> String {
+    path.to_ascii_lowercase()
+        .split('/')
+        .map(|component| component.trim_end_matches(['.', ' ']))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// File names that hold secrets wherever they are.
 const SENSITIVE_NAMES: [&str; 20] = [
     ".env",
@@ -254,6 +264,10 @@ const SENSITIVE_EXTENSIONS: [&str; 9] =
 /// (not `.env.example`), SSH private keys, `.netrc`, `*.pem`, `*.key`…
 pub fn is_sensitive_name(name: &str) -> bool {
     let name = basename(name).to_ascii_lowercase();
+    // Public keys are meant to be shared.
+    if name.ends_with(".pub") {
+        return false;
+    }
     let env_file = (name == ".env" || name.starts_with(".env."))
         && ![".example", ".sample", ".template", ".dist"].iter().any(|suffix| name.ends_with(suffix));
     env_file
@@ -267,7 +281,7 @@ pub fn is_sensitive_name(name: &str) -> bool {
 /// sample sensitive names, following bash (`*` does not match a leading dot); a bare `*`
 /// carries no intent and is not flagged. Plain paths return `false`.
 pub fn glob_may_match_sensitive(raw: &str) -> bool {
-    const SAMPLES: [&str; 15] = [
+    const SAMPLES: [&str; 26] = [
         ".env",
         ".env.local",
         "id_rsa",
@@ -283,6 +297,17 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
         ".git",
         "hooks",
         "credentials",
+        ".claude",
+        "claude.md",
+        "agents.md",
+        ".envrc",
+        ".husky",
+        ".vscode",
+        ".mcp.json",
+        "master.key",
+        "terraform.tfstate",
+        ".gitconfig",
+        ".bashrc",
     ];
     if !raw.contains(['*', '?', '[']) {
         return false;
@@ -375,12 +400,30 @@ fn persistence_location(path: &str, home: &str) -> bool {
     // Anything under a `.git` directory (config, hooks, commondir, modules) or a `.git` file
     // (a gitfile redirect) controls what git runs. Compared case-insensitively: macOS and
     // Windows file systems are.
-    let lower = path.to_ascii_lowercase();
+    let lower = comparable(path);
     let repository_control = lower.split('/').any(|component| component == ".git");
-    let editor_and_tool_hooks =
-        [".envrc", ".husky", ".vscode", ".devcontainer", ".pre-commit-config.yaml", ".lefthook.yml"]
-            .iter()
-            .any(|name| lower.split('/').any(|component| component == *name));
+    const TOOL_HOOKS: [&str; 19] = [
+        ".envrc",
+        ".husky",
+        ".vscode",
+        ".devcontainer",
+        ".pre-commit-config.yaml",
+        ".lefthook.yml",
+        "lefthook.yml",
+        ".gitconfig",
+        ".bash_profile",
+        ".bashrc",
+        ".profile",
+        ".zshrc",
+        "rust-toolchain",
+        "rust-toolchain.toml",
+        ".cargo",
+        "mise.toml",
+        ".mise.toml",
+        ".tool-versions",
+        ".yarnrc.yml",
+    ];
+    let editor_and_tool_hooks = TOOL_HOOKS.iter().any(|name| lower.split('/').any(|component| component == *name));
     repository_control
         || editor_and_tool_hooks
         || path == "/etc/crontab"
@@ -396,12 +439,22 @@ fn agent_policy_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    let lower = path.to_ascii_lowercase();
+    let lower = comparable(path);
     let name = basename(&lower);
     lower.split('/').any(|component| matches!(component, ".claude" | ".codex" | ".cursor" | ".windsurf" | ".gemini"))
         || matches!(
             name,
-            "permit.toml" | ".mcp.json" | "claude.md" | "agents.md" | "gemini.md" | ".cursorrules" | ".clinerules"
+            "permit.toml"
+                | ".mcp.json"
+                | "claude.md"
+                | "claude.local.md"
+                | "agents.md"
+                | "agents.override.md"
+                | "gemini.md"
+                | ".cursorrules"
+                | ".clinerules"
+                | ".windsurfrules"
+                | "copilot-instructions.md"
         )
 }
 
@@ -473,6 +526,9 @@ mod tests {
         assert!(glob_may_match_sensitive("/home/dev/.ss?/id_rs?"));
         assert!(!glob_may_match_sensitive("src/*.rs"));
         assert!(!glob_may_match_sensitive("tests/**/*.json"));
+        assert!(glob_may_match_sensitive(".claud?/settings.local.json"));
+        assert!(glob_may_match_sensitive("CLAUDE.m?"));
+        assert!(glob_may_match_sensitive("terraform.tfstat?"));
         assert!(codes("~/.ssh/authorized_keys", Access::Write).contains(&ReasonCode::CriticalCommand));
         assert!(codes("/dev/sda", Access::Write).contains(&ReasonCode::CriticalCommand));
     }

@@ -26,7 +26,12 @@ const MAX_DEPTH: usize = 8;
 const MAX_SOURCES: usize = 64;
 /// Commands longer than this are refused unparsed: no agent writes one, and parse time and
 /// stack depth grow with length.
-const MAX_COMMAND_BYTES: usize = 64 * 1024;
+const MAX_COMMAND_BYTES: usize = 32 * 1024;
+/// At most this many simple commands are judged; a longer line is refused (a red-team line of
+/// 13,000 `cd`s took seconds and hundreds of megabytes).
+const MAX_PARTS: usize = 256;
+/// Commands with more `[` than this are refused unparsed (see [`Walker::walk_source`]).
+const MAX_BRACKETS: usize = 16;
 /// Words needing expansion longer than this are refused unparsed (see [`Walker::expand`]).
 const MAX_WORD_BYTES: usize = 1024;
 /// Deeper nesting of `(`/`{` characters, or of compound-command keywords, than this is refused
@@ -78,6 +83,9 @@ pub struct CommandPart {
     /// The part only runs code the analysis followed and judged part by part (`bash -c '…'`,
     /// `eval '…'`, a script written earlier in the line), so the part itself adds nothing.
     pub followed: bool,
+    /// Other directories the part may run in: a `cd` earlier in the line may have failed
+    /// (`cd nope; cat ../x` runs `cat` where the line started).
+    pub other_cwds: Vec<Option<String>>,
     /// Runs with environment variables set inline that can change what it does (`PATH=…`,
     /// `LD_PRELOAD=…`, `GIT_CONFIG_*=…`), or is a bare assignment changing later parts.
     pub environment_override: bool,
@@ -161,6 +169,7 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         parse_budget: MAX_SOURCES,
         functions: Vec::new(),
         cwd: cwd.map(str::to_owned),
+        other_cwds: Vec::new(),
         written: HashMap::new(),
         // Extended globbing is off in non-interactive bash, and the PEG grammar for it backtracks
         // badly on runs of `)` (found by `cargo fuzz run request`).
@@ -194,6 +203,8 @@ struct Walker<'a> {
     /// program of the same name.
     functions: Vec<String>,
     cwd: Option<String>,
+    /// Directories the line may still be in if a `cd` failed.
+    other_cwds: Vec<Option<String>>,
     /// Files written earlier in the same command line, with what was written to them.
     written: HashMap<String, String>,
     options: ParserOptions,
@@ -239,6 +250,17 @@ impl Walker<'_> {
             );
             return;
         }
+        if source.matches('[').count() > MAX_BRACKETS {
+            // brush-parser's grammars backtrack exponentially on runs of `[` (2 s for 39 of
+            // them in 152 bytes, found by `cargo fuzz run shell`).
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("the command has more than {MAX_BRACKETS} `[` to analyse"),
+            );
+            return;
+        }
         if raw_nesting(source) > MAX_NESTING {
             self.finding(
                 ReasonCode::ShellParseError,
@@ -268,6 +290,17 @@ impl Walker<'_> {
                 Tier::High,
                 None,
                 format!("cannot parse the command: it contains the control or blank character U+{:04X}", u32::from(c)),
+            );
+            return;
+        }
+        if source.contains("<<") && source.contains("\\\n") {
+            // bash joins `E\⏎OF` into the end marker `EOF`; brush-parser does not, so a line
+            // bash runs would look like here-document text (red-team finding). Refused.
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                "cannot analyse a here-document together with backslash line continuations".to_owned(),
             );
             return;
         }
@@ -388,9 +421,9 @@ impl Walker<'_> {
 
     /// Runs `f` with the current directory restored afterwards (a subshell's `cd` does not leak).
     fn scoped(&mut self, f: impl FnOnce(&mut Self)) {
-        let saved = self.cwd.clone();
+        let saved = (self.cwd.clone(), self.other_cwds.clone());
         f(self);
-        self.cwd = saved;
+        (self.cwd, self.other_cwds) = saved;
     }
 
     fn walk_pipeline(&mut self, pipeline: &ast::Pipeline, depth: usize) {
@@ -416,7 +449,11 @@ impl Walker<'_> {
             ast::Command::Compound(compound, redirects) => {
                 self.walk_compound(compound, depth);
                 if let Some(redirects) = redirects {
-                    let mut part = CommandPart { cwd: self.cwd.clone(), ..CommandPart::default() };
+                    let mut part = CommandPart {
+                        cwd: self.cwd.clone(),
+                        other_cwds: self.other_cwds.clone(),
+                        ..CommandPart::default()
+                    };
                     for redirect in &redirects.0 {
                         self.walk_redirect(redirect, &mut part, depth);
                     }
@@ -427,7 +464,11 @@ impl Walker<'_> {
             ast::Command::ExtendedTest(test, redirects) => {
                 self.walk_test_expr(&test.expr, depth);
                 if let Some(redirects) = redirects {
-                    let mut part = CommandPart { cwd: self.cwd.clone(), ..CommandPart::default() };
+                    let mut part = CommandPart {
+                        cwd: self.cwd.clone(),
+                        other_cwds: self.other_cwds.clone(),
+                        ..CommandPart::default()
+                    };
                     for redirect in &redirects.0 {
                         self.walk_redirect(redirect, &mut part, depth);
                     }
@@ -446,12 +487,37 @@ impl Walker<'_> {
             ast::ExtendedTestExpr::Not(inner) | ast::ExtendedTestExpr::Parenthesized(inner) => {
                 self.walk_test_expr(inner, depth);
             }
-            ast::ExtendedTestExpr::UnaryTest(_, word) => {
+            ast::ExtendedTestExpr::UnaryTest(predicate, word) => {
                 self.expand(&word.value, depth);
+                if matches!(predicate, ast::UnaryPredicate::ShellVariableIsSetAndAssigned) {
+                    // `-v 'a[$(cmd)]'` evaluates the subscript.
+                    self.finding(
+                        ReasonCode::DynamicCommand,
+                        Tier::High,
+                        None,
+                        "`-v` evaluates an array subscript".to_owned(),
+                    );
+                }
             }
-            ast::ExtendedTestExpr::BinaryTest(_, left, right) => {
+            ast::ExtendedTestExpr::BinaryTest(predicate, left, right) => {
                 self.expand(&left.value, depth);
                 self.expand(&right.value, depth);
+                if matches!(
+                    predicate,
+                    ast::BinaryPredicate::ArithmeticEqualTo
+                        | ast::BinaryPredicate::ArithmeticNotEqualTo
+                        | ast::BinaryPredicate::ArithmeticLessThan
+                        | ast::BinaryPredicate::ArithmeticLessThanOrEqualTo
+                        | ast::BinaryPredicate::ArithmeticGreaterThan
+                        | ast::BinaryPredicate::ArithmeticGreaterThanOrEqualTo
+                ) {
+                    self.finding(
+                        ReasonCode::DynamicCommand,
+                        Tier::High,
+                        None,
+                        "an arithmetic comparison evaluates variables as code".to_owned(),
+                    );
+                }
             }
         }
     }
@@ -469,7 +535,17 @@ impl Walker<'_> {
 
     fn walk_compound(&mut self, compound: &ast::CompoundCommand, depth: usize) {
         match compound {
-            ast::CompoundCommand::Arithmetic(arithmetic) => self.walk_arithmetic(&arithmetic.expr),
+            ast::CompoundCommand::Arithmetic(arithmetic) => {
+                self.walk_arithmetic(&arithmetic.expr);
+                // `(( x ))` evaluates variables as arithmetic, which runs `$(…)` hidden in their
+                // values, and `(( HOME = 0 ))` assigns.
+                self.finding(
+                    ReasonCode::DynamicCommand,
+                    Tier::High,
+                    None,
+                    "an arithmetic command evaluates variables as code".to_owned(),
+                );
+            }
             ast::CompoundCommand::ArithmeticForClause(clause) => {
                 for expr in [&clause.initializer, &clause.condition, &clause.updater].into_iter().flatten() {
                     self.walk_arithmetic(expr);
@@ -481,8 +557,27 @@ impl Walker<'_> {
                 self.scoped(|walker| walker.walk_list(&subshell.list, depth));
             }
             ast::CompoundCommand::ForClause(clause) => {
+                let name = clause.variable_name.as_str();
+                let environment_like = name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                if environment_like && !HARMLESS_VARIABLES.contains(&name) {
+                    // `for HOME in …`, `for PATH in …` change what later commands run.
+                    self.finding(
+                        ReasonCode::EnvironmentOverride,
+                        Tier::High,
+                        None,
+                        format!("the loop assigns the environment variable `{name}`"),
+                    );
+                }
                 for word in clause.values.iter().flatten() {
-                    self.expand(&word.value, depth);
+                    let expanded = self.expand(&word.value, depth);
+                    if expanded.text.contains("$(") || expanded.text.contains('`') {
+                        self.finding(
+                            ReasonCode::DynamicCommand,
+                            Tier::High,
+                            None,
+                            "the loop assigns text holding a command substitution".to_owned(),
+                        );
+                    }
                 }
                 self.walk_list(&clause.body.list, depth);
             }
@@ -551,6 +646,17 @@ impl Walker<'_> {
                 Tier::High,
                 None,
                 format!("cannot parse a word longer than {MAX_WORD_BYTES} bytes"),
+            );
+            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
+        }
+        if word.matches('[').count() > 12 {
+            // The word grammar backtracks exponentially on runs of `[` with escapes (`q[\x` × 22
+            // took 1.5 s, found by `cargo fuzz run shell`).
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                "cannot parse a word with this many `[` and escapes".to_owned(),
             );
             return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
         }
@@ -623,6 +729,15 @@ impl Walker<'_> {
                     }
                 },
                 WordPiece::ParameterExpansion(_) => {
+                    if raw.contains("$(") || raw.contains('`') {
+                        // `${x:-$(cmd)}`: the substitution runs, but the parser does not hand it out.
+                        self.finding(
+                            ReasonCode::OpaqueExecution,
+                            Tier::High,
+                            None,
+                            format!("`{raw}` runs a command substitution inside a parameter expansion"),
+                        );
+                    }
                     if raw == "$HOME" || raw == "${HOME}" {
                         out.text.push('~');
                     } else if (raw == "$PWD" || raw == "${PWD}") && self.cwd.is_some() {
@@ -710,14 +825,27 @@ impl Walker<'_> {
         if !body.contains('$') && !body.contains('`') {
             return;
         }
-        if let Ok(pieces) = brush_parser::word::parse_heredoc(body, &self.options) {
-            let mut sink = Expanded { text: String::new(), dynamic: false, fetched: false };
-            self.expand_pieces(body, &pieces, depth, &mut sink);
+        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            brush_parser::word::parse_heredoc(body, &self.options)
+        }));
+        match parsed {
+            Ok(Ok(pieces)) => {
+                let mut sink = Expanded { text: String::new(), dynamic: false, fetched: false };
+                self.expand_pieces(body, &pieces, depth, &mut sink);
+            }
+            // bash may still run substitutions in a body the parser rejects.
+            _ => self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                "a here-document body with substitutions the gate cannot parse".to_owned(),
+            ),
         }
     }
 
     fn walk_simple(&mut self, simple: &ast::SimpleCommand, input: PipeInput, depth: usize) {
-        let mut part = CommandPart { cwd: self.cwd.clone(), ..CommandPart::default() };
+        let mut part =
+            CommandPart { cwd: self.cwd.clone(), other_cwds: self.other_cwds.clone(), ..CommandPart::default() };
         let mut stdin_text: Option<String> = None;
         let mut substituted_fetch = false;
         let mut process_substitution_fetches = false;
@@ -800,7 +928,17 @@ impl Walker<'_> {
             depth,
         );
         self.track_writes_and_cd(&part, stdin_text.as_deref());
-        self.analysis.parts.push(part);
+        if self.analysis.parts.len() == MAX_PARTS {
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("the command runs more than {MAX_PARTS} commands to analyse"),
+            );
+        }
+        if self.analysis.parts.len() < MAX_PARTS {
+            self.analysis.parts.push(part);
+        }
     }
 
     /// Strips wrappers that run another command (`env`, `sudo`, `nice`, `xargs`, …).
@@ -833,9 +971,9 @@ impl Walker<'_> {
                 }
                 "nice" => skip_options(part.args(), &["-n", "--adjustment"], false),
                 "ionice" => skip_options(part.args(), &["-c", "-n", "-p", "-P", "-u"], false),
-                "nohup" | "time" | "builtin" | "chronic" | "unbuffer" | "caffeinate" => {
-                    skip_options(part.args(), &[], false)
-                }
+                "nohup" | "builtin" | "chronic" | "unbuffer" | "caffeinate" => skip_options(part.args(), &[], false),
+                // GNU time's `-o FILE` and `-f FORMAT` take values.
+                "time" => skip_options(part.args(), &["-o", "-f", "--output", "--format"], false),
                 // `exec -a NAME cmd`: NAME is only the process title.
                 "exec" => skip_options(part.args(), &["-a"], false),
                 "stdbuf" => skip_options(part.args(), &["-i", "-o", "-e"], false),
@@ -983,7 +1121,8 @@ impl Walker<'_> {
         let program = part.program();
         let args = part.args();
         // `--rcfile`, `--init-file`, `-i`, `-O` and friends run or configure code first.
-        if args.iter().take_while(|arg| !is_dash_c(arg) && arg.starts_with('-') && *arg != "--").any(|arg| {
+        let options = args.iter().position(|arg| is_dash_c(arg)).map_or(args.len(), |position| position + 1);
+        if args[..options].iter().take_while(|arg| arg.starts_with('-') && *arg != "--").any(|arg| {
             (arg.starts_with("--") && !matches!(arg.as_str(), "--norc" | "--noprofile" | "--posix" | "--"))
                 || (arg.starts_with('-') && !arg.starts_with("--") && arg.contains(['i', 'O', 'o']))
         }) {
@@ -1107,6 +1246,9 @@ impl Walker<'_> {
         }
         if matches!(part.program(), "cd" | "pushd" | "popd") {
             let target = part.args().iter().find(|arg| !arg.starts_with('-'));
+            if !self.other_cwds.contains(&self.cwd) {
+                self.other_cwds.push(self.cwd.clone());
+            }
             self.cwd = match (part.program(), target) {
                 ("popd", _) => None,
                 (_, None) => Some(paths::normalize(self.home)),
@@ -1456,6 +1598,13 @@ mod tests {
         // Also found by the fuzzer: a tokenizer panic, and an open here-document at the end of
         // a substitution.
         let panicking = "$(/<<  h ta&i/a&hti[$(( ts(!gi$())(s:\"=\"&&&)&";
+        let backtracking = format!("echo {}", "q[\\x".repeat(22));
+        assert!(
+            analyze(&backtracking, Some("/w"), "/h")
+                .findings
+                .iter()
+                .any(|finding| finding.code == ReasonCode::ShellParseError)
+        );
         assert!(
             analyze(panicking, Some("/w"), "/h")
                 .findings

@@ -134,10 +134,50 @@ fn printf_check(args: &[String]) -> Verdict {
 
 fn jq_check(args: &[String]) -> Verdict {
     // `env`, `$ENV` and `$__loc__`-style builtins read the process environment (secrets).
-    if args.iter().any(|arg| arg.contains("env") || arg.contains("ENV") || arg.contains("input_filename")) {
+    let reads_environment = |arg: &String| {
+        arg.contains("$ENV")
+            || arg.contains("input_filename")
+            || arg.match_indices("env").any(|(index, _)| {
+                let before = arg[..index].chars().next_back();
+                let after = arg[index + 3..].chars().next();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+    };
+    if args.iter().any(reads_environment) {
         return Verdict::Dangerous("a filter that reads the environment");
     }
-    forbid(args, &["--rawfile", "--slurpfile", "--from-file", "-f"])
+    forbid(args, &["--rawfile", "--slurpfile", "--from-file", "-f", "-L", "--library-path"])
+}
+
+fn date_check(args: &[String]) -> Verdict {
+    // `-s` sets the clock; `-f FILE` reads (and echoes) a file.
+    forbid(args, &["-s", "--set", "-f", "--file"])
+}
+
+fn hostname_check(args: &[String]) -> Verdict {
+    // An operand sets the host name.
+    if args.iter().all(|arg| arg.starts_with('-') && !arg.starts_with("-F") && !arg.starts_with("--file")) {
+        Verdict::Safe
+    } else {
+        Verdict::NotCovered
+    }
+}
+
+fn test_check(args: &[String]) -> Verdict {
+    // `-v NAME[subscript]` evaluates the subscript as arithmetic, running `$(…)` inside it.
+    if args.iter().any(|arg| arg == "-v" || arg.contains('[')) {
+        return Verdict::Dangerous("-v or an array subscript");
+    }
+    Verdict::Safe
+}
+
+fn seq_check(args: &[String]) -> Verdict {
+    // `seq inf` never ends; everything else is a bounded count.
+    if args.iter().any(|arg| arg.to_ascii_lowercase().contains("inf") || arg.to_ascii_lowercase().contains("nan")) {
+        return Verdict::Dangerous("an unbounded sequence");
+    }
+    Verdict::Safe
 }
 
 fn command_check(args: &[String]) -> Verdict {
@@ -187,6 +227,12 @@ fn sed_check(args: &[String]) -> Verdict {
             if abbreviates("file") {
                 return Verdict::Dangerous("--file (a script file)");
             }
+            if abbreviates("line-length") {
+                if value.is_none() {
+                    index += 1;
+                }
+                continue;
+            }
             if abbreviates("expression") {
                 explicit_script = true;
                 match value {
@@ -219,7 +265,13 @@ fn sed_check(args: &[String]) -> Verdict {
                         }
                         break;
                     }
-                    'l' => break,
+                    // `-l N` takes a value: the next word when nothing is attached.
+                    'l' => {
+                        if cluster[offset + 1..].is_empty() {
+                            index += 1;
+                        }
+                        break;
+                    }
                     _ => {}
                 }
             }
@@ -372,29 +424,31 @@ fn git_listing(args: &[String], flags: &[&str]) -> bool {
     true
 }
 
-/// `git config` reads: `--get…`, `--list`, or one bare key; never a form that writes.
+/// `git config` reads: `--get…`, `--list`, or one bare key, with only the flags that shape
+/// output. Any other option (`--add`, abbreviated `--ad`, `--global` writes…) is not covered.
 fn git_config_read(args: &[String]) -> Verdict {
-    const WRITES: [&str; 9] = [
-        "--add",
-        "--unset",
-        "--unset-all",
-        "--replace-all",
-        "--edit",
-        "-e",
-        "--rename-section",
-        "--remove-section",
-        "set",
+    const READ_FLAGS: [&str; 11] = [
+        "--get",
+        "--get-all",
+        "--get-regexp",
+        "--list",
+        "-l",
+        "--show-origin",
+        "--show-scope",
+        "--null",
+        "-z",
+        "--name-only",
+        "--includes",
     ];
-    if args.iter().any(|arg| {
-        WRITES.iter().any(|write| arg == write || (write.starts_with("--") && arg.starts_with(&format!("{write}="))))
-    }) {
-        return Verdict::NotCovered;
-    }
-    let reads = args
-        .iter()
-        .any(|arg| arg.starts_with("--get") || arg == "--list" || arg == "-l" || arg == "get" || arg == "list");
-    let operands = args.iter().filter(|arg| !arg.starts_with('-')).count();
-    if reads || (operands == 1 && args.len() == 1) { Verdict::Safe } else { Verdict::NotCovered }
+    let flags_ok = args.iter().filter(|arg| arg.starts_with('-')).all(|arg| READ_FLAGS.contains(&arg.as_str()));
+    let operands: Vec<&String> = args.iter().filter(|arg| !arg.starts_with('-')).collect();
+    let reads = args.iter().any(|arg| arg.starts_with("--get") || arg == "--list" || arg == "-l");
+    let read_form = if reads {
+        operands.len() <= 2
+    } else {
+        operands.len() == 1 && !matches!(operands[0].as_str(), "edit" | "set" | "unset")
+    };
+    if flags_ok && read_form { Verdict::Safe } else { Verdict::NotCovered }
 }
 
 /// Git subcommands that write only to the local repository (reversible, in the workspace).
@@ -490,8 +544,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "nl",
             "file",
             "stat",
-            "less",
-            "more",
             "tac",
             "hexdump",
             "od",
@@ -547,14 +599,13 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     SafeEntry {
         id: "safe.print",
         programs: &[
-            "echo", "true", "false", ":", "pwd", "date", "whoami", "id", "uname", "hostname", "nproc", "sleep", "seq",
-            "type", "which", "whereis", "basename", "dirname", "realpath", "readlink", "test", "[", "du", "df", "free",
-            "uptime", "tty", "locale", "getconf",
+            "echo", "true", "false", ":", "pwd", "whoami", "id", "uname", "nproc", "sleep", "type", "which", "whereis",
+            "basename", "dirname", "realpath", "readlink", "du", "df", "free", "uptime", "tty", "locale", "getconf",
         ],
         tier: Tier::Low,
         access: Access::Read,
         check: any_safe,
-        matches: &["echo done", "pwd", "which cargo", "du -sh target", "test -f Cargo.toml"],
+        matches: &["echo done", "pwd", "which cargo", "du -sh target"],
         not_matches: &["echo x > ~/.bashrc"],
     },
     SafeEntry {
@@ -604,6 +655,42 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         check: printf_check,
         matches: &["printf '%s\\n' done"],
         not_matches: &["printf -v PATH %s /tmp/evil", "printf x > ~/.profile"],
+    },
+    SafeEntry {
+        id: "safe.date",
+        programs: &["date"],
+        tier: Tier::Low,
+        access: Access::Read,
+        check: date_check,
+        matches: &["date -u +%Y-%m-%d"],
+        not_matches: &["date -s '2020-01-01'", "date -f /home/dev/.netrc"],
+    },
+    SafeEntry {
+        id: "safe.hostname",
+        programs: &["hostname"],
+        tier: Tier::Low,
+        access: Access::Read,
+        check: hostname_check,
+        matches: &["hostname", "hostname -f"],
+        not_matches: &["hostname evil"],
+    },
+    SafeEntry {
+        id: "safe.test",
+        programs: &["test", "["],
+        tier: Tier::Low,
+        access: Access::Read,
+        check: test_check,
+        matches: &["test -f Cargo.toml", "[ -d src ]"],
+        not_matches: &["test -v 'a[$(id)]'", "[ -v 'x[1]' ]"],
+    },
+    SafeEntry {
+        id: "safe.seq",
+        programs: &["seq"],
+        tier: Tier::Low,
+        access: Access::Read,
+        check: seq_check,
+        matches: &["seq 1 10"],
+        not_matches: &["seq inf"],
     },
     SafeEntry {
         id: "safe.command-lookup",

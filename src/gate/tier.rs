@@ -149,7 +149,8 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             spec("Task", WRITE, none()),
             spec("TodoWrite", READ, none()),
             spec("AskUserQuestion", READ, none()),
-            spec("ExitPlanMode", READ, none()),
+            // Leaving plan mode is the user's approval step: never auto-approved.
+            spec("ExitPlanMode", OPEN_READ, none()),
         ],
         Preset::Codex => vec![
             spec("shell", EXECUTE, shell("command", Some("workdir"))),
