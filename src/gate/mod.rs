@@ -343,6 +343,16 @@ impl Gate {
         }
         let analysis = shell::analyze(&command, base.as_deref(), workspace.home());
         let mut units: Vec<Unit> = Vec::with_capacity(analysis.parts.len() + analysis.findings.len() + 1);
+        // Asking to leave the sandbox (Codex's `with_escalated_permissions`, Claude Code's
+        // `dangerouslyDisableSandbox`) is never routine.
+        if ["with_escalated_permissions", "dangerouslyDisableSandbox"]
+            .iter()
+            .any(|field| call.input.get(*field).is_some_and(|value| value != &Value::Bool(false)))
+        {
+            let mut unit = Unit::new(Tier::High, ReasonCode::PrivilegeEscalation);
+            unit.add(ReasonCode::PrivilegeEscalation, "sandbox", "asks to run outside the sandbox", None);
+            units.push(unit);
+        }
         // Codex's `exec_command` takes the shell binary itself as `shell`.
         if let Some(shell_binary) = call.input.get("shell") {
             let standard = shell_binary.as_str().is_some_and(|binary| {

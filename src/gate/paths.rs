@@ -281,7 +281,7 @@ pub fn is_sensitive_name(name: &str) -> bool {
 /// sample sensitive names, following bash (`*` does not match a leading dot); a bare `*`
 /// carries no intent and is not flagged. Plain paths return `false`.
 pub fn glob_may_match_sensitive(raw: &str) -> bool {
-    const SAMPLES: [&str; 26] = [
+    const SAMPLES: [&str; 27] = [
         ".env",
         ".env.local",
         "id_rsa",
@@ -308,6 +308,7 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
         "terraform.tfstate",
         ".gitconfig",
         ".bashrc",
+        "secrets.yml",
     ];
     if !raw.contains(['*', '?', '[']) {
         return false;
@@ -402,7 +403,7 @@ fn persistence_location(path: &str, home: &str) -> bool {
     // Windows file systems are.
     let lower = comparable(path);
     let repository_control = lower.split('/').any(|component| component == ".git");
-    const TOOL_HOOKS: [&str; 19] = [
+    const TOOL_HOOKS: [&str; 25] = [
         ".envrc",
         ".husky",
         ".vscode",
@@ -422,6 +423,12 @@ fn persistence_location(path: &str, home: &str) -> bool {
         ".mise.toml",
         ".tool-versions",
         ".yarnrc.yml",
+        ".idea",
+        ".aider.conf.yml",
+        ".hg",
+        ".gitmodules",
+        ".gitattributes",
+        ".git-blame-ignore-revs",
     ];
     let editor_and_tool_hooks = TOOL_HOOKS.iter().any(|name| lower.split('/').any(|component| component == *name));
     repository_control

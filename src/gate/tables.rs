@@ -186,7 +186,8 @@ fn command_check(args: &[String]) -> Verdict {
 }
 
 fn tree_check(args: &[String]) -> Verdict {
-    forbid(args, &["-o"])
+    // `-o` writes a file; `-R` with `-H` writes an HTML file into every directory.
+    forbid(args, &["-o", "-R"])
 }
 
 fn less_flags_check(args: &[String]) -> Verdict {
@@ -341,7 +342,8 @@ fn skip_sed_address(command: &str) -> Option<&str> {
 }
 
 /// Flags that make a reading git command write a file or run a program.
-const GIT_READ_FORBIDDEN: &[&str] = &["--output", "--ext-diff", "-O", "--open-files-in-pager", "--exec", "--textconv"];
+const GIT_READ_FORBIDDEN: &[&str] =
+    &["--output", "--ext-diff", "-O", "--open-files-in-pager", "--exec", "--textconv", "--filters"];
 
 /// Git subcommands that only read, with the global options that keep it so.
 fn git_read_check(args: &[String]) -> Verdict {
@@ -492,9 +494,7 @@ fn git_subcommand(args: &[String]) -> Result<(&str, &[String]), &'static str> {
     let mut index = 0;
     while let Some(arg) = args.get(index) {
         match arg.as_str() {
-            "--no-pager" | "-P" | "--no-optional-locks" | "--no-replace-objects" | "--literal-pathspecs" | "--bare" => {
-                index += 1
-            }
+            "--no-pager" | "-P" | "--no-optional-locks" | "--no-replace-objects" | "--literal-pathspecs" => index += 1,
             "-C" => index += 2,
             "-c" => return Err("-c"),
             flag if flag.starts_with("--config-env") => return Err("--config-env"),
