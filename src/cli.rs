@@ -56,6 +56,16 @@ fn load_engine(flag: Option<PathBuf>) -> anyhow::Result<Engine> {
     Engine::new(config).map_err(anyhow::Error::msg)
 }
 
+/// Prints to stdout; a reader that went away (`permit decide | head`) is not an error.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => result.context("cannot write to stdout"),
+    }
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Decide { config, explain } => {
@@ -79,7 +89,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 serde_json::to_string_pretty(&runtime.block_on(engine.decide(&request)))?
             };
-            println!("{output}");
+            print_out(&output)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::CheckConfig { config } => {
@@ -87,8 +97,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let loaded = Config::load(path.as_deref())?;
             let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
             let source = path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
-            println!("config ok: {source}");
-            println!("{}", engine.config().summary(engine.pipeline().gate().registry().len()));
+            print_out(&format!(
+                "config ok: {source}\n{}",
+                engine.config().summary(engine.pipeline().gate().registry().len())
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
     }
