@@ -514,3 +514,25 @@ api_key_env = "PERMIT_TEST_ANTHROPIC_KEY"
     assert_eq!(b.screen.as_ref().unwrap().usage.prompt_tokens, Some(1200));
     assert_eq!(review_fake.seen.lock().unwrap().len(), 1);
 }
+
+/// A probe cancelled by the stage timeout must not leave the breaker half-open forever.
+#[tokio::test]
+async fn a_cancelled_probe_does_not_wedge_the_breaker() {
+    let settings = HttpSettings { max_attempts: 1, breaker_failures: 1, breaker_cooldown_ms: 200, ..fast_http() };
+    let mut slow = ok(openai_logprobs("A", &[("A", 0.99), ("B", 0.01)]));
+    slow.delay = Duration::from_secs(5);
+    let (base, _) = serve(vec![raw(500, "down"), slow, ok(openai_logprobs("A", &[("A", 0.99), ("B", 0.01)]))]).await;
+    let backend = openai_with(&base, ModelStyle::Decision, |config| {
+        if let ModelConfig::Openai { http, .. } = config {
+            *http = settings;
+        }
+    });
+    assert!(backend.answer(&screen_request()).await.is_err(), "the first failure opens the breaker");
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    // The probe hangs and the stage timeout drops it.
+    let dropped = tokio::time::timeout(Duration::from_millis(200), backend.answer(&screen_request())).await;
+    assert!(dropped.is_err());
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let answer = backend.answer(&screen_request()).await;
+    assert_eq!(answer.unwrap().choices[0].option, "allow", "a new probe was let through");
+}

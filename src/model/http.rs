@@ -111,7 +111,11 @@ impl HttpCaller {
         deadline: Option<Instant>,
     ) -> Result<String, ModelError> {
         self.admit()?;
+        // If the caller drops this future (a stage timeout), the guard still records the call
+        // as failed, so a half-open probe never stays "in flight" forever.
+        let mut guard = Unfinished { caller: self, finished: false };
         let result = self.post_with_retries(url, headers, body, deadline).await;
+        guard.finished = true;
         self.record(result.is_ok());
         result
     }
@@ -193,6 +197,20 @@ impl HttpCaller {
             .saturating_mul(1u64 << attempt.saturating_sub(1).min(16))
             .min(self.settings.max_backoff_ms);
         Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2))
+    }
+}
+
+/// Records a failure for a call that never finished (its future was dropped).
+struct Unfinished<'a> {
+    caller: &'a HttpCaller,
+    finished: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.caller.record(false);
+        }
     }
 }
 
