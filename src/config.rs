@@ -871,8 +871,8 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
             if !(0.0..=1.0).contains(min_label_mass) || min_label_mass.is_nan() {
                 return Err(format!("`{field}.min_label_mass` must be within 0..=1, got {min_label_mass}"));
             }
-            if !(1..=20).contains(top_logprobs) {
-                return Err(format!("`{field}.top_logprobs` must be within 1..=20, got {top_logprobs}"));
+            if !(2..=20).contains(top_logprobs) {
+                return Err(format!("`{field}.top_logprobs` must be within 2..=20, got {top_logprobs}"));
             }
             if *reasoning_model && *style == ModelStyle::Decision {
                 return Err(format!(
@@ -907,6 +907,16 @@ fn validate_http(field: &str, http: &HttpSettings) -> Result<(), String> {
     if http.request_timeout_ms == 0 || http.max_attempts == 0 || http.breaker_failures == 0 {
         return Err(format!(
             "`{field}.http`: `request_timeout_ms`, `max_attempts` and `breaker_failures` must be at least 1"
+        ));
+    }
+    // Upper bounds keep the arithmetic on instants far from overflow.
+    if http.request_timeout_ms > 600_000
+        || http.max_attempts > 10
+        || http.max_backoff_ms > 600_000
+        || http.breaker_cooldown_ms > 3_600_000
+    {
+        return Err(format!(
+            "`{field}.http`: `request_timeout_ms` and `max_backoff_ms` may be at most 600000, `max_attempts` at most 10, `breaker_cooldown_ms` at most 3600000"
         ));
     }
     if http.initial_backoff_ms > http.max_backoff_ms {

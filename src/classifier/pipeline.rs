@@ -148,6 +148,10 @@ async fn ask_model(
     timeout: Duration,
 ) -> (Result<ModelAnswer, ModelError>, f64) {
     let started = Instant::now();
+    // The backend's retries stop at the stage's deadline rather than being cut off mid-wait.
+    let mut request = request.clone();
+    request.deadline = Some(started + timeout);
+    let request = &request;
     let result = match tokio::time::timeout(timeout, model.answer(request)).await {
         Ok(Ok(answer)) => validate_answer(&request.questions, &answer).map(|()| answer),
         Ok(Err(error)) => Err(error),
@@ -168,10 +172,12 @@ fn error_record(model: &dyn DecisionModel, error: &ModelError, latency_ms: f64, 
 }
 
 /// The screen's verdict for one call: `true` to skip the review.
-fn screen_allows(record: &StageRecord, threshold: f64) -> bool {
+fn screen_allows(record: &StageRecord, threshold: f64, reports_probabilities: bool) -> bool {
     match (record.choice.as_deref(), record.p_allow) {
         (Some(ALLOW), Some(p_allow)) => p_allow >= threshold,
-        (Some(ALLOW), None) => true,
+        // A model without probabilities decides by its choice; one that should have reported
+        // them but did not has given no usable answer.
+        (Some(ALLOW), None) => !reports_probabilities,
         _ => false,
     }
 }
@@ -296,7 +302,8 @@ impl Pipeline {
                 join_all(screened.iter().map(|index| self.screen_one(screen, transcript, &request.pending[*index])))
                     .await;
             for (index, record) in screened.into_iter().zip(answers) {
-                let allowed = record.error_kind.is_none() && screen_allows(&record, screen.threshold);
+                let allowed = record.error_kind.is_none()
+                    && screen_allows(&record, screen.threshold, screen.model.reports_probabilities());
                 let p_allow = record.p_allow;
                 records[index].screen = Some(record);
                 if allowed {
@@ -472,8 +479,8 @@ impl Pipeline {
                 decision_for(call, outcome, decision, Stage::Review, "review_error", Some(reason))
             }
             Some(ALLOW) => {
-                self.sessions.record_classifier_allow(session);
                 if outcome.model_may_allow {
+                    self.sessions.record_classifier_allow(session);
                     decision_for(call, outcome, Decision::Allow, Stage::Review, "review_allow", None)
                 } else {
                     // The reversibility ladder: no model may allow an irreversible call alone.

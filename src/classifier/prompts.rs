@@ -35,9 +35,18 @@ pub struct Prompts {
 }
 
 #[derive(Serialize)]
-struct CallView<'a> {
-    id: &'a str,
-    tool: &'a str,
+struct CallView {
+    id: String,
+    tool: String,
+}
+
+impl CallView {
+    /// Ids and names are validated as plain identifiers when a request is read; they are
+    /// escaped here as well, since they sit outside the transcript's fence.
+    fn of(call: &PendingCall) -> Self {
+        let clean = |text: &str| crate::classifier::transcript::escape(text).replace(['`', '\n', '\r'], "_");
+        CallView { id: clean(&call.id), tool: clean(&call.name) }
+    }
 }
 
 #[derive(Serialize)]
@@ -49,7 +58,7 @@ struct QuestionView<'a> {
 #[derive(Serialize)]
 struct BatchQuestionView<'a> {
     id: &'a str,
-    call: CallView<'a>,
+    call: CallView,
 }
 
 fn template_error(name: &str, error: minijinja::Error) -> PromptError {
@@ -113,7 +122,7 @@ impl Prompts {
         let question_block = self.render(
             name,
             context! {
-                call => CallView { id: &call.id, tool: &call.name },
+                call => CallView::of(call),
                 question => QuestionView { id: &question.id, options: question.options },
             },
         )?;
@@ -144,10 +153,7 @@ impl Prompts {
         let views: Vec<BatchQuestionView> = questions
             .iter()
             .zip(calls)
-            .map(|(question, call)| BatchQuestionView {
-                id: &question.id,
-                call: CallView { id: &call.id, tool: &call.name },
-            })
+            .map(|(question, call)| BatchQuestionView { id: &question.id, call: CallView::of(call) })
             .collect();
         let question_block = self.render("batch", context! { questions => views, options => VERDICT_OPTIONS })?;
         Ok(ModelRequest {

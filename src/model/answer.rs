@@ -64,6 +64,7 @@ pub fn parse_decision(
     };
     let mut mass: BTreeMap<&str, f64> = question.options.iter().map(|option| (option.id, 0.0)).collect();
     let mut seen: Vec<&str> = Vec::new();
+    let mut listed = 0.0;
     let entries: Vec<(&str, f64)> = if alternatives.is_empty() {
         first_logprob.map(|logprob| vec![(first_token, logprob)]).unwrap_or_default()
     } else {
@@ -75,6 +76,7 @@ pub fn parse_decision(
             continue;
         }
         seen.push(token);
+        listed += logprob.exp();
         if let Some(option) = option_of(token)
             && let Some(total) = mass.get_mut(option)
         {
@@ -88,7 +90,20 @@ pub fn parse_decision(
             "the option labels hold {total:.3} of the probability mass, below the floor of {min_label_mass}"
         )));
     }
-    let probabilities = mass.into_iter().map(|(option, value)| (option.to_owned(), value / total)).collect();
+    // Mass the server did not list (outside the top-k, or no alternatives at all, as Ollama
+    // sends) may belong to any label. It is given to the options other than the first
+    // (`allow`), so P(allow) is never inflated by what was not seen.
+    let unseen = (1.0 - listed).max(0.0);
+    let others = question.options.len().saturating_sub(1).max(1) as f64;
+    let first_option = question.options.first().map(|option| option.id);
+    let denominator = total + unseen;
+    let probabilities = mass
+        .into_iter()
+        .map(|(option, value)| {
+            let share = if Some(option) == first_option { 0.0 } else { unseen / others };
+            (option.to_owned(), (value + share) / denominator)
+        })
+        .collect();
     Ok(Choice { question: question.id.clone(), option: chosen.to_owned(), probabilities: Some(probabilities) })
 }
 
@@ -227,11 +242,18 @@ mod tests {
         assert!(parse_decision(&question, "Sure", None, &[], 0.5).is_err());
         let thin = vec![("A".to_owned(), (0.3f64).ln()), ("I".to_owned(), (0.7f64).ln())];
         assert!(parse_decision(&question, "A", None, &thin, 0.5).is_err());
-        // Without alternatives (Ollama), the first token's own probability is the mass.
+        // Without alternatives (Ollama), the first token's own probability is the mass, and
+        // the unseen rest never counts for `allow`.
         let choice = parse_decision(&question, " B", Some((0.9f64).ln()), &[], 0.5).unwrap();
         assert_eq!(choice.option, "escalate");
-        assert_eq!(choice.probabilities.unwrap()["escalate"], 1.0);
+        assert!((choice.probabilities.unwrap()["escalate"] - 1.0).abs() < 1e-9);
         assert!(parse_decision(&question, "B", Some((0.2f64).ln()), &[], 0.5).is_err());
+        let choice = parse_decision(&question, "A", Some((0.55f64).ln()), &[], 0.5).unwrap();
+        assert!((choice.probabilities.unwrap()["allow"] - 0.55).abs() < 1e-9, "not inflated to 1.0");
+        // A label outside the top-k: its share is unknown, so it is not renormalised away.
+        let partial = vec![("A".to_owned(), (0.6f64).ln()), ("The".to_owned(), (0.1f64).ln())];
+        let choice = parse_decision(&question, "A", None, &partial, 0.5).unwrap();
+        assert!((choice.probabilities.unwrap()["allow"] - 0.6 / 0.9).abs() < 1e-9);
     }
 
     #[test]

@@ -62,12 +62,16 @@ impl HttpCaller {
         text
     }
 
+    /// Redacts before cutting, so a key straddling the cut cannot leave a prefix behind.
     fn snippet(&self, body: &str) -> String {
-        let cut: String = body.chars().take(BODY_SNIPPET).collect();
-        self.redact(cut.trim())
+        let redacted = self.redact(body);
+        let cut: String = redacted.chars().take(BODY_SNIPPET).collect();
+        cut.trim().to_owned()
     }
 
-    fn admit(&self) -> Result<(), ModelError> {
+    /// Lets a call through, or fails fast while the breaker is open. Returns whether the call is
+    /// the half-open probe.
+    fn admit(&self) -> Result<bool, ModelError> {
         let Ok(mut breaker) = self.breaker.lock() else {
             return Err(ModelError::Unavailable(self.name.clone(), "internal state is poisoned".to_owned()));
         };
@@ -81,14 +85,19 @@ impl HttpCaller {
             }
             Some(_) => {
                 breaker.probing = true;
-                Ok(())
+                Ok(true)
             }
-            None => Ok(()),
+            None => Ok(false),
         }
     }
 
-    fn record(&self, success: bool) {
+    fn record(&self, success: bool, probe: bool) {
         if let Ok(mut breaker) = self.breaker.lock() {
+            // While the breaker is open, only the probe's result counts: a call admitted
+            // before it opened must not close it or let a second probe in.
+            if breaker.open_until.is_some() && !probe {
+                return;
+            }
             breaker.probing = false;
             if success {
                 *breaker = Breaker::default();
@@ -110,13 +119,13 @@ impl HttpCaller {
         body: &Value,
         deadline: Option<Instant>,
     ) -> Result<String, ModelError> {
-        self.admit()?;
+        let probe = self.admit()?;
         // If the caller drops this future (a stage timeout), the guard still records the call
         // as failed, so a half-open probe never stays "in flight" forever.
-        let mut guard = Unfinished { caller: self, finished: false };
+        let mut guard = Unfinished { caller: self, probe, finished: false };
         let result = self.post_with_retries(url, headers, body, deadline).await;
         guard.finished = true;
-        self.record(result.is_ok());
+        self.record(result.is_ok(), probe);
         result
     }
 
@@ -128,7 +137,8 @@ impl HttpCaller {
         deadline: Option<Instant>,
     ) -> Result<String, ModelError> {
         let per_attempt = Duration::from_millis(self.settings.request_timeout_ms);
-        let deadline = deadline.unwrap_or_else(|| Instant::now() + per_attempt * self.settings.max_attempts);
+        let deadline =
+            deadline.unwrap_or_else(|| Instant::now() + per_attempt.saturating_mul(self.settings.max_attempts));
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -203,13 +213,14 @@ impl HttpCaller {
 /// Records a failure for a call that never finished (its future was dropped).
 struct Unfinished<'a> {
     caller: &'a HttpCaller,
+    probe: bool,
     finished: bool,
 }
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         if !self.finished {
-            self.caller.record(false);
+            self.caller.record(false, self.probe);
         }
     }
 }

@@ -128,6 +128,11 @@ impl ModelError {
 pub trait DecisionModel: Send + Sync {
     /// `backend/model`, for records and metrics.
     fn name(&self) -> String;
+    /// Whether every answer carries probabilities. A screen from such a model that arrives
+    /// without them is treated as no answer (it escalates) rather than decided on its choice.
+    fn reports_probabilities(&self) -> bool {
+        false
+    }
     fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>>;
 }
 

@@ -129,11 +129,11 @@ impl OpenAiBackend {
                 HeaderValue::from_str(value).map_err(|_| format!("the value of header `{name}` is not valid"))?;
             headers.insert(name, value);
         }
-        let mut url = format!("{}/chat/completions", settings.base_url.trim_end_matches('/'));
-        if !settings.query.is_empty() {
-            let query: Vec<String> = settings.query.iter().map(|(key, value)| format!("{key}={value}")).collect();
-            url = format!("{url}?{}", query.join("&"));
-        }
+        let base = format!("{}/chat/completions", settings.base_url.trim_end_matches('/'));
+        // Percent-encoded by the URL library (a value may hold `&`, `#` or spaces).
+        let url = reqwest::Url::parse_with_params(&base, &settings.query)
+            .map_err(|error| format!("`base_url` `{}` is not a valid URL: {error}", settings.base_url))?
+            .to_string();
         let name = format!("openai/{}", settings.model);
         let caller = HttpCaller::new(name, settings.http, settings.api_key.clone().into_iter().collect())?;
         Ok(Self { settings, url, headers, caller })
@@ -237,6 +237,10 @@ impl OpenAiBackend {
 impl DecisionModel for OpenAiBackend {
     fn name(&self) -> String {
         format!("openai/{}", self.settings.model)
+    }
+
+    fn reports_probabilities(&self) -> bool {
+        self.settings.style == ModelStyle::Decision
     }
 
     fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>> {
