@@ -30,9 +30,9 @@ const MAX_COMMAND_BYTES: usize = 32 * 1024;
 /// At most this many simple commands are judged; a longer line is refused (a red-team line of
 /// 13,000 `cd`s took seconds and hundreds of megabytes).
 const MAX_PARTS: usize = 256;
-/// Commands with more `[` and `$(` together than this are refused unparsed: brush-parser's
+/// Commands with more `[`, `$(` and `${` together than this are refused unparsed: brush-parser's
 /// grammars backtrack on them (see [`Walker::walk_source`]).
-const MAX_BRACKETS: usize = 16;
+const MAX_BRACKETS: usize = 12;
 /// Words needing expansion longer than this are refused unparsed (see [`Walker::expand`]).
 const MAX_WORD_BYTES: usize = 1024;
 /// Deeper nesting of `(`/`{` characters, or of compound-command keywords, than this is refused
@@ -251,14 +251,14 @@ impl Walker<'_> {
             );
             return;
         }
-        if source.matches('[').count() + source.matches("$(").count() > MAX_BRACKETS {
+        if source.matches('[').count() + source.matches("$(").count() + source.matches("${").count() > MAX_BRACKETS {
             // brush-parser's grammars backtrack exponentially on runs of `[` (2 s for 39 of
             // them in 152 bytes, found by `cargo fuzz run shell`).
             self.finding(
                 ReasonCode::ShellParseError,
                 Tier::High,
                 None,
-                format!("the command has more than {MAX_BRACKETS} `[` and `$(` to analyse"),
+                format!("the command has more than {MAX_BRACKETS} `[`, `$(` and `${{` to analyse"),
             );
             return;
         }
