@@ -431,40 +431,27 @@ impl Gate {
                 }
             }
         }
-        if part.dynamic_args && unit.command_tier < Tier::High {
-            unit.command_tier = Tier::High;
-            unit.command_code = ReasonCode::DynamicCommand;
-            unit.add(
+        // Each of these makes the command itself unvouchable: at least `high`, with its reason.
+        let raises = [
+            (
+                part.dynamic_args && unit.command_tier < Tier::High,
                 ReasonCode::DynamicCommand,
-                display(),
                 "has arguments only known at run time (variables, substitutions, brace expansion, `xargs` input)",
-                None,
-            );
-        }
-        if part.environment_override {
-            unit.command_tier = unit.command_tier.max(Tier::High);
-            unit.command_code = ReasonCode::EnvironmentOverride;
-            unit.add(
+            ),
+            (
+                part.environment_override,
                 ReasonCode::EnvironmentOverride,
-                display(),
                 "sets environment variables that can change what runs (such as `PATH`, `LD_PRELOAD` or `GIT_*`)",
-                None,
-            );
-        }
-        if part.opaque {
-            unit.command_tier = unit.command_tier.max(Tier::High);
-            unit.command_code = ReasonCode::OpaqueExecution;
-            unit.add(
-                ReasonCode::OpaqueExecution,
-                display(),
-                "runs or configures code the gate cannot see through",
-                None,
-            );
-        }
-        if part.privileged {
-            unit.command_tier = unit.command_tier.max(Tier::High);
-            unit.command_code = ReasonCode::PrivilegeEscalation;
-            unit.add(ReasonCode::PrivilegeEscalation, display(), "runs with elevated privileges (`sudo`/`doas`)", None);
+            ),
+            (part.opaque, ReasonCode::OpaqueExecution, "runs or configures code the gate cannot see through"),
+            (part.privileged, ReasonCode::PrivilegeEscalation, "runs with elevated privileges (`sudo`/`doas`)"),
+        ];
+        for (applies, code, detail) in raises {
+            if applies {
+                unit.command_tier = unit.command_tier.max(Tier::High);
+                unit.command_code = code;
+                unit.add(code, display(), detail, None);
+            }
         }
         for (target, redirect_access) in &part.redirects {
             match target {
