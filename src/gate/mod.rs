@@ -145,6 +145,13 @@ impl Unit {
         }
     }
 
+    /// A tool argument is missing or of the wrong type: the call cannot be vouched for.
+    fn malformed(&mut self, field: &str, detail: String) {
+        self.command_tier = self.command_tier.max(Tier::High);
+        self.command_code = ReasonCode::MalformedArguments;
+        self.add(ReasonCode::MalformedArguments, field, detail, None);
+    }
+
     fn add(&mut self, code: ReasonCode, subject: impl Into<String>, detail: impl Into<String>, rule: Option<String>) {
         self.findings.push(Finding { code, subject: subject.into(), detail: detail.into(), rule });
     }
@@ -563,16 +570,7 @@ impl Gate {
                 }
                 // An optional read path defaults to the working directory.
                 None if access == Access::Read => {}
-                _ => {
-                    unit.command_tier = unit.command_tier.max(Tier::High);
-                    unit.command_code = ReasonCode::MalformedArguments;
-                    unit.add(
-                        ReasonCode::MalformedArguments,
-                        field.clone(),
-                        format!("`{field}` must be a non-empty path string"),
-                        None,
-                    );
-                }
+                _ => unit.malformed(field, format!("`{field}` must be a non-empty path string")),
             }
         }
         if let Some(field) = &arguments.glob
@@ -609,16 +607,7 @@ impl Gate {
                         self.judge_path(&mut unit, target, Access::Write, cwd, workspace);
                     }
                 }
-                _ => {
-                    unit.command_tier = unit.command_tier.max(Tier::High);
-                    unit.command_code = ReasonCode::MalformedArguments;
-                    unit.add(
-                        ReasonCode::MalformedArguments,
-                        field.clone(),
-                        format!("`{field}` must be a patch string"),
-                        None,
-                    );
-                }
+                _ => unit.malformed(field, format!("`{field}` must be a patch string")),
             }
         }
         unit
