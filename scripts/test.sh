@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command (README): formatting, lints, then every test (unit, property, integration,
-# doc). Runs on a fresh machine with only the Rust toolchain.
+# doc). Runs on a fresh machine with the Rust toolchain and Python's pip: the tests run the real
+# demo model, which scripts/fetch-model.sh fetches once (and verifies) before they start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+scripts/fetch-model.sh
 cargo test --locked

@@ -97,10 +97,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let loaded = Config::load(path.as_deref())?;
             let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
             let source = path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
-            print_out(&format!(
-                "config ok: {source}\n{}",
-                engine.config().summary(engine.pipeline().gate().registry().len())
-            ))?;
+            let mut summary = engine.config().summary(engine.pipeline().gate().registry().len());
+            for note in engine.model_notes() {
+                summary.push_str(&format!("\n{note}"));
+            }
+            print_out(&format!("config ok: {source}\n{summary}"))?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -82,6 +82,55 @@ pub struct Config {
     pub server: ServerConfig,
 }
 
+/// The demo model's file name, as `scripts/fetch-model.sh` installs it.
+pub const DEMO_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The embedded default's screen threshold. Deliberately high: the demo model is wiring for
+/// offline runs, not a judge, so it may only wave through calls it is all but certain about.
+pub const EMBEDDED_SCREEN_THRESHOLD_PERCENT: u8 = 99;
+
+/// The embedded default's screen timeout.
+pub const EMBEDDED_SCREEN_TIMEOUT_MS: u64 = 15_000;
+
+/// Where the demo model lives: `$PERMIT_MODEL_DIR`, else `$XDG_DATA_HOME/permit/models`, else
+/// `~/.local/share/permit/models` (the same order `scripts/fetch-model.sh` uses), else `models`.
+pub fn default_model_dir() -> PathBuf {
+    let non_empty = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    if let Some(directory) = non_empty("PERMIT_MODEL_DIR") {
+        directory
+    } else if let Some(data) = non_empty("XDG_DATA_HOME") {
+        data.join("permit").join("models")
+    } else if let Some(home) = non_empty("HOME") {
+        home.join(".local").join("share").join("permit").join("models")
+    } else {
+        PathBuf::from("models")
+    }
+}
+
+impl Config {
+    /// The config with no config file: the gate, plus the demo model run locally as the screen
+    /// with a high threshold. There is no review model, so every escalation becomes `ask`.
+    pub fn embedded_default() -> Self {
+        Config {
+            screen: Some(ScreenConfig {
+                model: ModelConfig::Local {
+                    path: default_model_dir().join(DEMO_MODEL_FILE),
+                    threads: None,
+                    max_new_tokens: default_max_tokens(),
+                    style: ModelStyle::Decision,
+                    weights: crate::model::local::WeightFormat::Auto,
+                    prefix_cache_mib: default_prefix_cache_mib(),
+                },
+                allow_threshold_percent: EMBEDDED_SCREEN_THRESHOLD_PERCENT,
+                // Screens run one at a time on the CPU (a cold prompt takes a few seconds on two
+                // cores), so the later calls of a batch wait their turn inside this budget.
+                timeout_ms: EMBEDDED_SCREEN_TIMEOUT_MS,
+            }),
+            ..Config::default()
+        }
+    }
+}
+
 /// Files that replace the built-in prompts (`prompts/*.md`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -361,12 +410,25 @@ pub enum ModelConfig {
         #[serde(default)]
         http: HttpSettings,
     },
+    /// A GGUF model run in-process on the CPU (llama and qwen2 architectures, byte-level BPE
+    /// tokenizers). `decision` style scores every option exactly; `text` style generates greedily.
     Local {
+        /// The `.gguf` file. Relative paths are relative to the working directory.
         path: PathBuf,
+        /// Threads for the forward pass; defaults to the machine's cores.
         #[serde(default)]
         threads: Option<usize>,
+        /// Tokens generated at most in text style.
         #[serde(default = "default_max_tokens")]
         max_new_tokens: u32,
+        #[serde(default)]
+        style: ModelStyle,
+        /// `auto` (f32 up to 2 GiB of expanded weights, else as stored), `f32` or `quantized`.
+        #[serde(default)]
+        weights: crate::model::local::WeightFormat,
+        /// Memory for the key/value state of recent prompts, reused by prompts that share a prefix.
+        #[serde(default = "default_prefix_cache_mib")]
+        prefix_cache_mib: u32,
     },
 }
 
@@ -584,6 +646,9 @@ fn default_anthropic_key_env() -> String {
 fn default_max_tokens() -> u32 {
     1024
 }
+fn default_prefix_cache_mib() -> u32 {
+    128
+}
 fn default_threshold() -> u8 {
     95
 }
@@ -638,10 +703,11 @@ impl Config {
         Ok(config)
     }
 
-    /// Loads the config at `path`, or the built-in defaults when `path` is `None`.
+    /// Loads the config at `path`, or the embedded default ([`Config::embedded_default`]) when
+    /// `path` is `None`.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         let Some(path) = path else {
-            return Ok(Config::default());
+            return Ok(Config::embedded_default());
         };
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
@@ -894,9 +960,15 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
             }
             validate_http(field, http)
         }
-        ModelConfig::Local { threads, .. } => {
-            if *threads == Some(0) {
-                return Err(format!("`{field}.threads` must be at least 1"));
+        ModelConfig::Local { threads, max_new_tokens, prefix_cache_mib, .. } => {
+            if threads.is_some_and(|threads| !(1..=256).contains(&threads)) {
+                return Err(format!("`{field}.threads` must be within 1..=256"));
+            }
+            if !(1..=8192).contains(max_new_tokens) {
+                return Err(format!("`{field}.max_new_tokens` must be within 1..=8192, got {max_new_tokens}"));
+            }
+            if *prefix_cache_mib > 65_536 {
+                return Err(format!("`{field}.prefix_cache_mib` must be at most 65536, got {prefix_cache_mib}"));
             }
             Ok(())
         }

@@ -15,6 +15,7 @@ use crate::request::{DecideRequest, DecideResponse};
 pub struct Engine {
     config: Config,
     pipeline: Pipeline,
+    model_notes: Vec<String>,
 }
 
 impl Engine {
@@ -22,7 +23,18 @@ impl Engine {
     pub fn new(config: Config) -> Result<Self, String> {
         let screen = config.screen.as_ref().map(|screen| model::build(&screen.model)).transpose()?;
         let review = config.review.as_ref().map(|review| model::build(&review.model)).transpose()?;
-        Self::with_models(config, screen, review)
+        let model_notes = [("screen", &screen), ("review", &review)]
+            .into_iter()
+            .filter_map(|(stage, model)| Some(format!("{stage} model: {}", model.as_ref()?.describe()?)))
+            .collect();
+        let mut engine = Self::with_models(config, screen, review)?;
+        engine.model_notes = model_notes;
+        Ok(engine)
+    }
+
+    /// What loading the models found (local models report their file, weights and template).
+    pub fn model_notes(&self) -> &[String] {
+        &self.model_notes
     }
 
     /// Builds the engine with the given models in place of the configured backends (tests,
@@ -51,7 +63,7 @@ impl Engine {
             }
         });
         let pipeline = Pipeline::new(&config, screen, review)?;
-        Ok(Self { config, pipeline })
+        Ok(Self { config, pipeline, model_notes: Vec::new() })
     }
 
     pub fn config(&self) -> &Config {

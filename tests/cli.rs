@@ -11,6 +11,8 @@ fn permit(args: &[&str], stdin: &str) -> Output {
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env_remove("PERMIT_CONFIG")
+        // The demo model stays where scripts/fetch-model.sh put it, whatever HOME says.
+        .env("PERMIT_MODEL_DIR", permit::config::default_model_dir())
         .env("HOME", "/home/dev")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -40,11 +42,41 @@ fn decide_answers_the_example_request_in_order() {
         .map(|decision| (decision["id"].as_str().unwrap(), decision["decision"].as_str().unwrap()))
         .collect();
     assert_eq!(decisions, [("c2", "allow"), ("c3", "ask"), ("c4", "deny"), ("c5", "ask")]);
-    assert_eq!(response["decisions"][1]["reason_code"], "no_classifier");
+    // The embedded default: the demo model screened `rm -rf build`, did not clear it at its
+    // high threshold, and with no review model the call goes to a person.
+    assert_eq!(response["decisions"][1]["stage"], "screen");
+    assert_eq!(response["decisions"][1]["reason_code"], "no_review_model");
+    let p_allow = response["decisions"][1]["p_allow"].as_f64().unwrap();
+    assert!((0.0..0.99).contains(&p_allow), "{p_allow}");
     assert_eq!(response["decisions"][2]["rules"][0], "rm-root-or-home");
     // Exactly the wire fields of BRIEF.md, nothing more.
     let keys: Vec<&String> = response["decisions"][0].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["decision", "id", "p_allow", "reason", "reason_code", "rules", "stage", "tier"]);
+}
+
+#[test]
+fn a_config_file_without_a_screen_runs_the_gate_alone() {
+    let request = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/request.json")).unwrap();
+    let config = write_temp("gate-only.toml", "mode = \"auto\"\n");
+    let output = permit(&["decide", "--config", config.to_str().unwrap()], &request);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let response: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(response["decisions"][1]["decision"], "ask");
+    assert_eq!(response["decisions"][1]["reason_code"], "no_classifier");
+}
+
+#[test]
+fn a_missing_demo_model_is_an_error_that_says_how_to_fetch_it() {
+    let output = Command::new(env!("CARGO_BIN_EXE_permit"))
+        .args(["check-config"])
+        .env_remove("PERMIT_CONFIG")
+        .env("PERMIT_MODEL_DIR", "/nonexistent/models")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("/nonexistent/models/SmolLM2-135M-Instruct.Q4_1.gguf"), "{stderr}");
+    assert!(stderr.contains("scripts/fetch-model.sh"), "{stderr}");
 }
 
 #[test]
@@ -85,8 +117,10 @@ fn check_config_accepts_the_example_and_defaults() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("rules: 5") && stdout.contains("mode: auto"), "{stdout}");
     let output = permit(&["check-config"], "");
-    assert!(output.status.success());
-    assert!(String::from_utf8_lossy(&output.stdout).contains("built-in defaults"));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("built-in defaults"), "{stdout}");
+    assert!(stdout.contains("screen model:") && stdout.contains("f32 weights"), "{stdout}");
 }
 
 #[test]

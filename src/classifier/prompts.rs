@@ -44,7 +44,7 @@ impl CallView {
     /// Ids and names are validated as plain identifiers when a request is read; they are
     /// escaped here as well, since they sit outside the transcript's fence.
     fn of(call: &PendingCall) -> Self {
-        let clean = |text: &str| crate::classifier::transcript::escape(text).replace(['`', '\n', '\r'], "_");
+        let clean = |text: &str| crate::classifier::transcript::escape_attribute(text).replace(['`', '\n', '\r'], "_");
         CallView { id: clean(&call.id), tool: clean(&call.name) }
     }
 }

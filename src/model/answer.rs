@@ -37,6 +37,18 @@ pub fn decision_contract(question: &Question) -> String {
     text
 }
 
+/// The contract of the `local` backend's decision style. Its "parser" is the scorer: each
+/// option's id followed by the end of the turn is scored as the whole answer, so the contract
+/// asks for exactly that.
+pub fn option_contract(question: &Question) -> String {
+    let ids: Vec<String> = question.options.iter().map(|option| format!("`{}`", option.id)).collect();
+    format!(
+        "\n\nAnswer question `{}` with the id of one option, exactly as written and nothing else: {}.",
+        question.id,
+        ids.join(" or ")
+    )
+}
+
 /// A label token with its variants folded: surrounding blanks, quotes and case.
 fn normalise_token(token: &str) -> String {
     token.trim().trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '*')).trim().to_ascii_uppercase()

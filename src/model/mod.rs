@@ -11,6 +11,7 @@
 pub mod answer;
 pub mod anthropic;
 pub mod http;
+pub mod local;
 pub mod openai;
 pub mod testing;
 
@@ -134,6 +135,10 @@ pub trait DecisionModel: Send + Sync {
         false
     }
     fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>>;
+    /// What loading found, for `permit check-config` (the local backend reports its model).
+    fn describe(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How far probabilities may be from summing to 1 (rounding in providers' logprobs).
@@ -238,9 +243,17 @@ pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, 
                 anthropic::AnthropicBackend::new(base_url, model, api_key(api_key_env)?, *max_tokens, headers, *http)?;
             Ok(std::sync::Arc::new(backend))
         }
-        ModelConfig::Local { .. } => {
-            Err("the `local` model backend is not built into this version of permit yet; use `openai` or `anthropic`"
-                .to_owned())
+        ModelConfig::Local { path, threads, max_new_tokens, style, weights, prefix_cache_mib } => {
+            let backend = local::LocalBackend::load(local::LocalSettings {
+                path: path.clone(),
+                threads: *threads,
+                max_new_tokens: *max_new_tokens,
+                style: *style,
+                weights: *weights,
+                prefix_cache_mib: *prefix_cache_mib,
+            })
+            .map_err(|error| error.to_string())?;
+            Ok(std::sync::Arc::new(backend))
         }
     }
 }

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The embedded model (issue 5): load time, prompt tokens/s, cold and warm decision latency,
+# peak RSS, and the demo model's P(allow) on a few benign and harmful calls.
+# PERMIT_BENCH_MODEL=path.gguf measures another model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ -z "${PERMIT_BENCH_MODEL:-}" ]]; then
+  scripts/fetch-model.sh
+fi
+cargo bench --bench local_model 2>&1 | tee target/bench-local.txt | grep -vE "^\s+(Compiling|Finished|Running)"
