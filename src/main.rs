@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in `main`: no other thread exists yet.
+    unsafe { permit::model::local::tune_candle_threads() };
     let cli = permit::cli::Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -11,11 +11,15 @@
 //!   special=True)`) and Hugging Face `tokenizers` built by transformers' GGUF converter
 //!   (`convert_gguf_tokenizer("llama", …)` with `pre_tokenizer_type="smollm"`,
 //!   `encode(text, add_special_tokens=False)`). Both gave exactly [`REFERENCE_IDS`].
-//! - P(allow): llama.cpp with `logits_all=True`, summing the log-softmax of each option's
-//!   tokens (`allow` = [7016, 2], `escalate` = [2599, 272, 368, 2]) after the prompt, then
-//!   normalising over the two options: 0.98806 (log-probabilities −13.586 and −18.001).
-//!   llama.cpp multiplies Q4_1 weights by 8-bit-quantised activations while permit expands the
-//!   weights to f32, so the figures agree closely but not to the last digit.
+//! - P(option): llama.cpp with `logits_all=True`, summing the log-softmax of each option's
+//!   tokens (`allow` = [7016, 2], `escalate` = [2599, 272, 368, 2]) after the prompt in a pass
+//!   of its own, then normalising over the options: P(allow) = 0.98811. The eight verdict
+//!   options the same way on the same conversation with the verdict question: the figures in
+//!   `all_eight_verdict_options_are_scored_like_llama_cpp`. llama.cpp ran on an F32 GGUF made
+//!   from the demo file by dequantising every tensor with the `gguf` package
+//!   (`gguf.quants.dequantize`, written back with `GGUFWriter`), i.e. the same f32 weights
+//!   permit expands to. On the Q4_1 file itself llama.cpp quantises activations to 8 bits
+//!   and its verdict figures move by up to 0.05 (P(allow) 0.831 there); the screen's by 3e-5.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
 
@@ -106,7 +110,7 @@ fn option_probabilities_match_llama_cpp_and_are_deterministic() {
     validate_answer(&request.questions, &first).unwrap();
     let probabilities = first.choices[0].probabilities.clone().unwrap();
     let p_allow = probabilities["allow"];
-    assert!((p_allow - 0.98806).abs() < 0.01, "P(allow) = {p_allow}, llama.cpp says 0.98806");
+    assert!((p_allow - 0.98811).abs() < 0.0005, "P(allow) = {p_allow}, llama.cpp says 0.98811");
     assert_eq!(first.choices[0].option, "allow");
     // No sampling: the same request gets the same answer. The second run reuses the cached
     // prompt, which changes the order of floating-point sums, so the last digits may differ.
@@ -114,6 +118,31 @@ fn option_probabilities_match_llama_cpp_and_are_deterministic() {
     assert_eq!(again.choices[0].option, first.choices[0].option);
     let again_allow = again.choices[0].probabilities.as_ref().unwrap()["allow"];
     assert!((again_allow - p_allow).abs() < 1e-5, "{again_allow} against {p_allow}");
+}
+
+#[test]
+fn all_eight_verdict_options_are_scored_like_llama_cpp() {
+    // The same system and transcript as the reference request, the verdict question instead;
+    // llama.cpp scored each option in a pass of its own, permit scores them in one.
+    let mut request = reference_request();
+    request.question_block = "Question `verdict`: may `c1` run?".to_owned();
+    request.questions = vec![verdict_question("c1")];
+    let answer = runtime().block_on(MODEL.answer(&request)).unwrap();
+    let probabilities = answer.choices[0].probabilities.clone().unwrap();
+    let llama_cpp = [
+        ("allow", 0.78219),
+        ("deny_not_requested", 0.09499),
+        ("deny_scope_expansion", 0.02958),
+        ("deny_destructive", 0.00045),
+        ("deny_exfiltration", 0.00456),
+        ("deny_security_weakening", 0.00136),
+        ("deny_bypasses_review", 0.00856),
+        ("deny_unclear", 0.07831),
+    ];
+    for (option, expected) in llama_cpp {
+        let p = probabilities[option];
+        assert!((p - expected).abs() < 0.002, "P({option}) = {p}, llama.cpp says {expected}");
+    }
 }
 
 #[test]

@@ -319,24 +319,84 @@ impl Transformer {
         if start + count > self.shape.context {
             candle_core::bail!("{} tokens exceed the context of {}", start + count, self.shape.context);
         }
-        let ids = Tensor::new(tokens, &self.device)?;
-        let mut hidden = self.embedding.index_select(&ids, 0)?.unsqueeze(0)?;
         let mask = if count > 1 { Some(causal_mask(count, start, &self.device)?) } else { None };
         let cos = self.cos.narrow(0, start, count)?;
         let sin = self.sin.narrow(0, start, count)?;
+        self.run(tokens, cache, mask.as_ref(), &cos, &sin, which)
+    }
+
+    /// Scores several continuations of the same cached state in one pass (the weights are read
+    /// once instead of once per continuation). Every branch sits at the positions right after
+    /// the cache and sees only the cache and its own earlier tokens. Returns, per branch, the
+    /// log-probabilities `(branch length, vocab)`: row `i` predicts the token after `branch[i]`.
+    /// The cache is left as it was.
+    pub fn forward_branches(&self, branches: &[&[u32]], cache: &KvCache) -> candle_core::Result<Vec<Tensor>> {
+        let start = cache.len;
+        let longest = branches.iter().map(|branch| branch.len()).max().unwrap_or(0);
+        if branches.iter().any(|branch| branch.is_empty()) {
+            candle_core::bail!("an empty branch");
+        }
+        if start + longest > self.shape.context {
+            candle_core::bail!("{} tokens exceed the context of {}", start + longest, self.shape.context);
+        }
+        let tokens: Vec<u32> = branches.iter().flat_map(|branch| branch.iter().copied()).collect();
+        let positions: Vec<u32> =
+            branches.iter().flat_map(|branch| (0..branch.len()).map(|offset| (start + offset) as u32)).collect();
+        let owners: Vec<(usize, usize)> = branches
+            .iter()
+            .enumerate()
+            .flat_map(|(index, branch)| (0..branch.len()).map(move |offset| (index, offset)))
+            .collect();
+        let count = tokens.len();
+        let width = start + count;
+        let mut mask = vec![0f32; count * width];
+        for (row, (branch, offset)) in owners.iter().enumerate() {
+            for (column, (other_branch, other_offset)) in owners.iter().enumerate() {
+                if other_branch != branch || other_offset > offset {
+                    mask[row * width + start + column] = f32::NEG_INFINITY;
+                }
+            }
+        }
+        let mask = Tensor::from_vec(mask, (count, width), &self.device)?;
+        let positions = Tensor::new(positions.as_slice(), &self.device)?;
+        let cos = self.cos.index_select(&positions, 0)?;
+        let sin = self.sin.index_select(&positions, 0)?;
+        let mut scratch = cache.clone();
+        let rows = self.run(&tokens, &mut scratch, Some(&mask), &cos, &sin, Logits::All)?;
+        let mut offset = 0;
+        let mut split = Vec::with_capacity(branches.len());
+        for branch in branches {
+            split.push(rows.narrow(0, offset, branch.len())?);
+            offset += branch.len();
+        }
+        Ok(split)
+    }
+
+    fn run(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        mask: Option<&Tensor>,
+        cos: &Tensor,
+        sin: &Tensor,
+        which: Logits,
+    ) -> candle_core::Result<Tensor> {
+        let count = tokens.len();
+        let ids = Tensor::new(tokens, &self.device)?;
+        let mut hidden = self.embedding.index_select(&ids, 0)?.unsqueeze(0)?;
         let mut new_layers = Vec::with_capacity(self.layers.len());
         for (index, layer) in self.layers.iter().enumerate() {
             let past = cache.layers.get(index);
             let normed = candle_nn::ops::rms_norm(&hidden, &layer.attention_norm, self.shape.norm_eps)?;
-            let (attended, keys, values) = self.attention(layer, &normed, past, mask.as_ref(), &cos, &sin)?;
+            let (attended, keys, values) = self.attention(layer, &normed, past, mask, cos, sin)?;
             new_layers.push((keys, values));
             hidden = (hidden + attended)?;
             let normed = candle_nn::ops::rms_norm(&hidden, &layer.ffn_norm, self.shape.norm_eps)?;
             let activated = (candle_nn::ops::silu(&layer.gate.forward(&normed)?)? * layer.up.forward(&normed)?)?;
             hidden = (hidden + layer.down.forward(&activated)?)?;
         }
+        cache.len += count;
         cache.layers = new_layers;
-        cache.len = start + count;
         let hidden = match which {
             Logits::Last => hidden.narrow(1, count - 1, 1)?,
             Logits::All => hidden,
@@ -371,7 +431,8 @@ impl Transformer {
                 candle_nn::rotary_emb::rope_i(&x, cos, sin)
             }
         };
-        let query = rotate(project(&layer.query, &layer.query_bias, shape.heads)?)?;
+        // Scaled before the product: the query is far smaller than the score matrix.
+        let query = (rotate(project(&layer.query, &layer.query_bias, shape.heads)?)? / (shape.head_dim as f64).sqrt())?;
         let key = rotate(project(&layer.key, &layer.key_bias, shape.kv_heads)?)?;
         let value = project(&layer.value, &layer.value_bias, shape.kv_heads)?;
         let (keys, values) = match past {
@@ -380,28 +441,29 @@ impl Transformer {
             }
             None => (key, value),
         };
+        // Grouped-query attention without copying keys and values per query head: the query
+        // heads that share a key/value head (consecutive, as in llama.cpp and transformers)
+        // are stacked as extra rows of one product.
         let groups = shape.heads / shape.kv_heads;
-        let expanded_keys = repeat_kv(&keys, groups)?;
-        let expanded_values = repeat_kv(&values, groups)?;
-        let scores = (query.matmul(&expanded_keys.t()?)? / (shape.head_dim as f64).sqrt())?;
+        let length = keys.dim(2)?;
+        let stacked = query.reshape((batch, shape.kv_heads, groups * count, shape.head_dim))?;
+        let scores = stacked.matmul(&keys.t()?)?;
         let scores = match mask {
-            Some(mask) => scores.broadcast_add(mask)?,
+            Some(mask) => scores
+                .reshape((batch, shape.kv_heads, groups, count, length))?
+                .broadcast_add(mask)?
+                .reshape((batch, shape.kv_heads, groups * count, length))?,
             None => scores,
         };
         let weights = candle_nn::ops::softmax_last_dim(&scores)?;
-        let attended = weights.matmul(&expanded_values.contiguous()?)?;
-        let attended = attended.transpose(1, 2)?.reshape((batch, count, shape.heads * shape.head_dim))?;
+        let attended = weights.matmul(&values)?;
+        let attended = attended.reshape((batch, shape.heads, count, shape.head_dim))?.transpose(1, 2)?.reshape((
+            batch,
+            count,
+            shape.heads * shape.head_dim,
+        ))?;
         Ok((layer.attention_output.forward(&attended)?, keys, values))
     }
-}
-
-/// Grouped-query attention: each key/value head serves `groups` query heads.
-fn repeat_kv(x: &Tensor, groups: usize) -> candle_core::Result<Tensor> {
-    if groups == 1 {
-        return Ok(x.clone());
-    }
-    let (batch, heads, len, dim) = x.dims4()?;
-    x.unsqueeze(2)?.expand((batch, heads, groups, len, dim))?.reshape((batch, heads * groups, len, dim))
 }
 
 /// Additive mask `(count, start + count)`: position `start + i` sees keys `0..=start + i`.
