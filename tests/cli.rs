@@ -133,6 +133,16 @@ fn check_config_rejects_bad_configs_with_a_fix() {
             "[screen]\nallow_threshold_percent = 40\n[screen.model]\nbackend = \"local\"\npath = \"m.gguf\"\n",
             "50..=100",
         ),
+        ("[screen]\n[screen.model]\nbackend = \"local\"\npath = \"m.gguf\"\nthreads = 0\n", "`screen.model.threads`"),
+        (
+            "[screen]\n[screen.model]\nbackend = \"local\"\npath = \"m.gguf\"\nweights = \"q4\"\n",
+            "unknown variant `q4`",
+        ),
+        (
+            "[screen]\n[screen.model]\nbackend = \"local\"\npath = \"m.gguf\"\ncontext = 4096\n",
+            "unknown field `context`",
+        ),
+        ("[screen]\n[screen.model]\nbackend = \"local\"\npath = \"/nonexistent/m.gguf\"\n", "scripts/fetch-model.sh"),
         ("[server]\nbind = \"0.0.0.0:8787\"\n", "no tokens are configured"),
         (
             "[[rules]]\nid = \"r\"\ntool = \"Bash\"\ncommand_prefix = \"ls\"\ndecision = \"allow\"\nreason = \"x\"\nmatch = [\"cat a\"]\n",

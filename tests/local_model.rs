@@ -273,3 +273,25 @@ fn unusable_model_files_are_refused_with_the_reason() {
     assert!(error.contains("not a GGUF model file"), "{error}");
     std::fs::remove_dir_all(&directory).unwrap();
 }
+
+#[test]
+fn text_style_generates_greedily_and_parses_strictly() {
+    let model =
+        LocalBackend::load(LocalSettings { style: ModelStyle::Text, max_new_tokens: 48, ..settings() }).unwrap();
+    assert!(!model.reports_probabilities());
+    // The demo model does not follow the JSON contract on a real question: an error, which the
+    // pipeline fails closed, never a guessed option.
+    let error = runtime().block_on(model.answer(&reference_request())).unwrap_err();
+    assert!(matches!(error, ModelError::Malformed(_)), "{error:?}");
+    // Asked to repeat a line, it does: greedy generation stops at the end of its turn, well
+    // inside the cap, and the strict parser reads the line.
+    let mut copy = reference_request();
+    copy.system = "You repeat the user's last line exactly.".to_owned();
+    copy.question_block = "{\"screen\": \"escalate\"}".to_owned();
+    let answer = runtime().block_on(model.answer(&copy)).unwrap();
+    validate_answer(&copy.questions, &answer).unwrap();
+    assert_eq!(answer.choices[0].option, "escalate");
+    assert!(answer.choices[0].probabilities.is_none());
+    let generated = answer.usage.completion_tokens.unwrap();
+    assert!(generated > 0 && generated < 48, "{generated}");
+}
