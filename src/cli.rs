@@ -25,6 +25,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the HTTP service (`POST /v1/decide` and friends) until SIGTERM or Ctrl-C.
+    Serve {
+        /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults (the gate
+        /// plus the local demo model as the screen, on 127.0.0.1:8787).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Listen here instead of `server.bind` (for example `127.0.0.1:0` for any free port).
+        #[arg(long)]
+        bind: Option<String>,
+    },
     /// Decide one request read as JSON on stdin; print the response JSON on stdout.
     Decide {
         /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
@@ -68,6 +78,31 @@ fn print_out(text: &str) -> anyhow::Result<()> {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Serve { config, bind } => {
+            let path = config_path(config);
+            let mut loaded = Config::load(path.as_deref())?;
+            if let Some(bind) = bind {
+                loaded.server.bind = bind;
+                loaded = Config::revalidated(loaded).map_err(anyhow::Error::msg)?;
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the async runtime")?;
+            runtime.block_on(async {
+                let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
+                for note in engine.model_notes() {
+                    tracing::info!("{note}");
+                }
+                let server = crate::server::Server::bind(engine).await?;
+                let address = server.local_addr().context("cannot read the bound address")?;
+                eprintln!("permit: listening on http://{address}");
+                server.run(crate::server::shutdown_signal()).await?;
+                eprintln!("permit: stopped");
+                anyhow::Ok(())
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Decide { config, explain } => {
             let engine = load_engine(config)?;
             let mut input = String::new();

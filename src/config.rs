@@ -703,6 +703,12 @@ impl Config {
         Ok(config)
     }
 
+    /// Checks a config changed after loading (a command-line override) as a loaded one is.
+    pub fn revalidated(config: Config) -> Result<Self, String> {
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Loads the config at `path`, or the embedded default ([`Config::embedded_default`]) when
     /// `path` is `None`.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {

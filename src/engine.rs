@@ -16,6 +16,7 @@ pub struct Engine {
     config: Config,
     pipeline: Pipeline,
     model_notes: Vec<String>,
+    models: Vec<(&'static str, Arc<dyn DecisionModel>)>,
 }
 
 impl Engine {
@@ -32,6 +33,11 @@ impl Engine {
         Ok(engine)
     }
 
+    /// The models in use, by stage (`screen`, `review`).
+    pub fn models(&self) -> &[(&'static str, Arc<dyn DecisionModel>)] {
+        &self.models
+    }
+
     /// What loading the models found (local models report their file, weights and template).
     pub fn model_notes(&self) -> &[String] {
         &self.model_notes
@@ -45,6 +51,10 @@ impl Engine {
         screen_model: Option<Arc<dyn DecisionModel>>,
         review_model: Option<Arc<dyn DecisionModel>>,
     ) -> Result<Self, String> {
+        let models = [("screen", &screen_model), ("review", &review_model)]
+            .into_iter()
+            .filter_map(|(stage, model)| Some((stage, model.as_ref()?.clone())))
+            .collect();
         let screen = screen_model.map(|model| {
             let settings = config.screen.as_ref();
             ScreenStage {
@@ -63,7 +73,7 @@ impl Engine {
             }
         });
         let pipeline = Pipeline::new(&config, screen, review)?;
-        Ok(Self { config, pipeline, model_notes: Vec::new() })
+        Ok(Self { config, pipeline, model_notes: Vec::new(), models })
     }
 
     pub fn config(&self) -> &Config {

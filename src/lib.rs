@@ -22,3 +22,4 @@ pub mod engine;
 pub mod gate;
 pub mod model;
 pub mod request;
+pub mod server;

@@ -82,6 +82,9 @@ pub struct DecisionRecord {
     pub session_locked: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript_error: Option<String>,
+    /// Time the gate took for this call.
+    pub gate_latency_ms: f64,
+    /// Time the whole request took (every call of a request shares it).
     pub latency_ms: f64,
 }
 
@@ -219,29 +222,47 @@ impl Pipeline {
 
     /// Decides every pending call, in order.
     pub async fn decide(&self, request: &DecideRequest) -> Vec<DecisionRecord> {
+        self.decide_within(request, None).await
+    }
+
+    /// Like [`Pipeline::decide`], bounded by `deadline`: the gate always answers (it takes
+    /// microseconds); calls still with the classifier when time runs out become `ask` with
+    /// stage `timeout`, and the model work in flight is cancelled.
+    pub async fn decide_within(
+        &self,
+        request: &DecideRequest,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Vec<DecisionRecord> {
         let started = Instant::now();
         let session = request.session_id.as_deref();
         let context = CallContext { cwd: request.cwd.as_deref() };
+        let gate_span = tracing::debug_span!("gate", calls = request.pending.len()).entered();
+        let mut gate_latencies = Vec::with_capacity(request.pending.len());
         let outcomes: Vec<GateOutcome> = request
             .pending
             .iter()
             .map(|call| {
+                let gate_started = Instant::now();
                 let mut outcome = self.gate.evaluate(call, context);
                 self.costly_budget.charge(session, &mut outcome);
+                gate_latencies.push(millis(gate_started.elapsed()));
                 outcome
             })
             .collect();
+        drop(gate_span);
         let mut records: Vec<DecisionRecord> = request
             .pending
             .iter()
             .zip(&outcomes)
-            .map(|(call, outcome)| DecisionRecord {
+            .zip(&gate_latencies)
+            .map(|((call, outcome), gate_latency_ms)| DecisionRecord {
                 decision: gate_decision(call, outcome),
                 gate: outcome.clone(),
                 screen: None,
                 review: None,
                 session_locked: false,
                 transcript_error: None,
+                gate_latency_ms: *gate_latency_ms,
                 latency_ms: 0.0,
             })
             .collect();
@@ -263,7 +284,29 @@ impl Pipeline {
                     );
                 }
             } else {
-                self.classify(request, &outcomes, &classified, &mut records).await;
+                let classify = self.classify(request, &outcomes, &classified, &mut records);
+                let finished = match deadline {
+                    Some(deadline) => tokio::time::timeout_at(deadline, classify).await.is_ok(),
+                    None => {
+                        classify.await;
+                        true
+                    }
+                };
+                if !finished {
+                    for index in &classified {
+                        records[*index].decision = decision_for(
+                            &request.pending[*index],
+                            &outcomes[*index],
+                            Decision::Ask,
+                            Stage::Timeout,
+                            "decision_timeout",
+                            Some(
+                                "permit needs a person to approve this call: the classifier did not decide in time"
+                                    .to_owned(),
+                            ),
+                        );
+                    }
+                }
             }
         }
         let latency = millis(started.elapsed());
@@ -375,7 +418,9 @@ impl Pipeline {
                 return error_record(screen.model.as_ref(), &ModelError::Malformed(error.to_string()), 0.0, 1);
             }
         };
-        let (result, latency_ms) = ask_model(screen.model.as_ref(), &request, screen.timeout).await;
+        let span = tracing::info_span!("screen", call = %call.id, model = %screen.model.name());
+        let (result, latency_ms) =
+            tracing::Instrument::instrument(ask_model(screen.model.as_ref(), &request, screen.timeout), span).await;
         match result {
             Ok(answer) => {
                 let choice = answer.choices.into_iter().next().unwrap_or_else(|| crate::model::Choice {
@@ -421,7 +466,9 @@ impl Pipeline {
             Ok(request) => request,
             Err(error) => return failed(ModelError::Malformed(error.to_string()), 0.0),
         };
-        let (result, latency_ms) = ask_model(review.model.as_ref(), &request, review.timeout).await;
+        let span = tracing::info_span!("review", calls = calls.len(), model = %review.model.name());
+        let (result, latency_ms) =
+            tracing::Instrument::instrument(ask_model(review.model.as_ref(), &request, review.timeout), span).await;
         let answer = match result {
             Ok(answer) => answer,
             // A failed batched review fails every member closed.

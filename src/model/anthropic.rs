@@ -147,4 +147,8 @@ impl DecisionModel for AnthropicBackend {
     fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>> {
         Box::pin(self.call(request))
     }
+
+    fn ready(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(crate::model::http::reachable(&self.url))
+    }
 }

@@ -139,6 +139,11 @@ pub trait DecisionModel: Send + Sync {
     fn describe(&self) -> Option<String> {
         None
     }
+    /// Whether the model can answer now, for `GET /readyz`: a loaded local model is ready; a
+    /// remote one when its endpoint accepts a connection.
+    fn ready(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// How far probabilities may be from summing to 1 (rounding in providers' logprobs).

@@ -246,4 +246,8 @@ impl DecisionModel for OpenAiBackend {
     fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>> {
         Box::pin(self.call(request))
     }
+
+    fn ready(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(crate::model::http::reachable(&self.url))
+    }
 }
