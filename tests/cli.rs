@@ -165,3 +165,45 @@ fn check_config_rejects_bad_configs_with_a_fix() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read config `/nonexistent/permit.toml`"));
 }
+
+#[test]
+fn serve_answers_over_http_and_stops_cleanly_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let directory = std::env::temp_dir().join(format!("permit-cli-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    let audit = directory.join("audit.jsonl");
+    let config = write_temp("serve.toml", &format!("[server]\naudit_log = \"{}\"\n", audit.display()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
+        .args(["serve", "--config", config.to_str().unwrap(), "--bind", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address =
+        line.trim().strip_prefix("permit: listening on http://").unwrap_or_else(|| panic!("{line}")).to_owned();
+    let request = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/request.json")).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let response: serde_json::Value = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(format!("http://{address}/v1/decide"))
+            .header("content-type", "application/json")
+            .body(request)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
+    assert_eq!(response["decisions"].as_array().unwrap().len(), 4);
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(rest.contains("permit: stopped"), "{rest}");
+    assert_eq!(std::fs::read_to_string(&audit).unwrap().lines().count(), 4, "flushed on shutdown");
+    std::fs::remove_dir_all(&directory).unwrap();
+}
