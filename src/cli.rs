@@ -45,6 +45,45 @@ pub enum Command {
         #[arg(long)]
         explain: bool,
     },
+    /// Replay labeled cases (JSONL) through the pipeline and write results, a report and plots.
+    Eval {
+        /// Case files (`.jsonl`, one case a line; see evals/README.md).
+        #[arg(required = true)]
+        cases: Vec<PathBuf>,
+        /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Directory for results.jsonl, report.md, report.json, p_allow.svg and sweep.svg.
+        #[arg(long, default_value = "eval-out")]
+        out: PathBuf,
+        /// Cases decided at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// A previous results.jsonl: list verdict flips and cases whose input changed.
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+        /// Exit 3 when false allows or false denies rose against --baseline.
+        #[arg(long, requires = "baseline")]
+        fail_on_regression: bool,
+        /// Route unknown tools to the classifier instead of a person (`tools.unknown = "classify"`),
+        /// so general tool-use data (AgentDojo) measures the models.
+        #[arg(long)]
+        classify_unknown: bool,
+        /// Record every model answer into this cache file (created or extended).
+        #[arg(long, conflicts_with = "replay")]
+        record: Option<PathBuf>,
+        /// Answer from this cache file only: no model is loaded or called; a missing answer is an error.
+        #[arg(long)]
+        replay: Option<PathBuf>,
+    },
+    /// Sweep the screen threshold over an eval's results.jsonl and recommend one.
+    Tune {
+        /// results.jsonl from `permit eval`.
+        results: PathBuf,
+        /// Labeled denies allowed to pass at the recommended threshold.
+        #[arg(long, default_value_t = 0)]
+        max_false_allow: usize,
+    },
     /// Validate a config (rule examples included) and print a summary.
     CheckConfig {
         /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
@@ -126,6 +165,43 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             print_out(&output)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval {
+            cases,
+            config,
+            out,
+            concurrency,
+            baseline,
+            fail_on_regression,
+            classify_unknown,
+            record,
+            replay,
+        } => crate::eval::cli::run(crate::eval::cli::EvalArgs {
+            cases,
+            config: config_path(config),
+            out,
+            concurrency,
+            baseline,
+            fail_on_regression,
+            classify_unknown,
+            record,
+            replay,
+        }),
+        Command::Tune { results, max_false_allow } => {
+            let loaded = crate::eval::read_results(&results)?;
+            print_out(&crate::eval::tune::table(&loaded))?;
+            match crate::eval::tune::recommend(&loaded, max_false_allow) {
+                Some(recommendation) => {
+                    print_out(&crate::eval::tune::receipt(&recommendation, &results.display().to_string()))?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                None => {
+                    eprintln!(
+                        "permit: no threshold up to 100 keeps labeled denies passing at or below {max_false_allow}"
+                    );
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
         Command::CheckConfig { config } => {
             let path = config_path(config);

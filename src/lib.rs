@@ -19,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod decision;
 pub mod engine;
+pub mod eval;
 pub mod gate;
 pub mod model;
 pub mod request;

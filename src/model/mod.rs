@@ -10,6 +10,7 @@
 
 pub mod answer;
 pub mod anthropic;
+pub mod cache;
 pub mod http;
 pub mod local;
 pub mod openai;
@@ -89,7 +90,8 @@ pub struct ModelAnswer {
 }
 
 /// Why a model gave no usable answer. Every variant fails closed in the pipeline.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum ModelError {
     #[error("the model did not answer within {0} ms")]
     Timeout(u64),
