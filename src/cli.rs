@@ -24,6 +24,33 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum HookAgent {
+    /// Claude Code's `PreToolUse` and `PermissionRequest` command hooks.
+    ClaudeCode(HookArgs),
+    /// OpenAI Codex's `PreToolUse` and `PermissionRequest` hooks (same input and answer shapes).
+    Codex(HookArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    /// Config file for deciding in-process. Defaults to $PERMIT_CONFIG, else the built-in defaults.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Decide through a running `permit serve` at this URL (e.g. http://127.0.0.1:8787).
+    #[arg(long)]
+    server: Option<String>,
+    /// Environment variable holding the server's bearer token.
+    #[arg(long, default_value = "PERMIT_TOKEN")]
+    token_env: String,
+    /// The hook's whole budget in milliseconds; past it the answer is `ask`.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Print the decide request built from the hook input and transcript; decide nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service (`POST /v1/decide` and friends) until SIGTERM or Ctrl-C.
     Serve {
@@ -83,6 +110,23 @@ pub enum Command {
         /// Labeled denies allowed to pass at the recommended threshold.
         #[arg(long, default_value_t = 0)]
         max_false_allow: usize,
+    },
+    /// Answer an agent's permission hook (JSON on stdin, the agent's answer on stdout).
+    Hook {
+        #[command(subcommand)]
+        agent: HookAgent,
+    },
+    /// Turn Claude Code session transcripts into unlabeled eval cases (JSONL) for `permit eval`.
+    Replay {
+        /// Session transcripts (`~/.claude/projects/<project>/<session>.jsonl`).
+        #[arg(required = true)]
+        transcripts: Vec<PathBuf>,
+        /// Calls taken from each session, spread evenly through it.
+        #[arg(long, default_value_t = 10)]
+        per_session: usize,
+        /// Write the cases here instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Validate a config (rule examples included) and print a summary.
     CheckConfig {
@@ -187,6 +231,49 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             record,
             replay,
         }),
+        Command::Hook { agent: HookAgent::ClaudeCode(args) | HookAgent::Codex(args) } => {
+            let mut input = String::new();
+            let settings = crate::hook::HookSettings {
+                config: config_path(args.config),
+                server: args.server,
+                token_env: args.token_env,
+                timeout: std::time::Duration::from_millis(args.timeout_ms),
+                dry_run: args.dry_run,
+            };
+            // An unreadable stdin is one more failure the hook answers with `ask`.
+            let output = match std::io::stdin().read_to_string(&mut input) {
+                Ok(_) => crate::hook::run(&input, &settings),
+                Err(_) => crate::hook::run("", &settings),
+            };
+            print_out(&output)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay { transcripts, per_session, out } => {
+            let mut lines = Vec::new();
+            for path in &transcripts {
+                let (cases, skipped) = crate::hook::replay::cases(path, per_session).map_err(anyhow::Error::msg)?;
+                eprintln!(
+                    "permit: {}: {} cases{}",
+                    path.display(),
+                    cases.len(),
+                    if skipped > 0 {
+                        format!(" ({skipped} calls skipped: not a valid request)")
+                    } else {
+                        String::new()
+                    }
+                );
+                lines.extend(cases);
+            }
+            let mut text = lines.join("\n");
+            text.push('\n');
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, text).with_context(|| format!("cannot write `{}`", path.display()))?
+                }
+                None => print_out(text.trim_end())?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tune { results, max_false_allow } => {
             let loaded = crate::eval::read_results(&results)?;
             print_out(&crate::eval::tune::table(&loaded))?;

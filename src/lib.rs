@@ -21,6 +21,7 @@ pub mod decision;
 pub mod engine;
 pub mod eval;
 pub mod gate;
+pub mod hook;
 pub mod model;
 pub mod request;
 pub mod server;

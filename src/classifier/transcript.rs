@@ -3,7 +3,7 @@
 //! Kept: user messages, tool calls (name and input), and answers to questionnaire tools (such as
 //! Claude Code's AskUserQuestion) paired with their questions, then the pending calls. Omitted:
 //! assistant prose and reasoning, every other tool result, and events of unknown type. Text is
-//! fenced as untrusted evidence and escaped (`&`, `<`, `>`, `"`) so no content can close or forge
+//! fenced as untrusted evidence and escaped (`&`, `<`, `>`; `"` too inside attributes) so no content can close or forge
 //! a fence. Budget: string arguments of completed calls are capped, then the oldest tool calls
 //! are dropped behind an `omitted_tool_calls count=N` marker; user messages, questionnaire
 //! answers and pending calls are never dropped. If they alone do not fit, rendering fails and
