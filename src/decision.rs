@@ -118,6 +118,9 @@ pub enum ReasonCode {
     PersistencePath,
     /// A write to the agent's own permission or policy files.
     AgentPolicyPath,
+    /// A write to a CI pipeline definition (`.github/workflows/`, `.gitlab-ci.yml`, …): it runs
+    /// with the repository's secrets, can deploy, and decides which checks run.
+    CiConfigPath,
     /// The request had no usable workspace (`cwd` missing, or too broad such as `/` or `~`).
     NoWorkspace,
     /// An operator rule decided (or tightened) the call.
@@ -154,6 +157,7 @@ impl ReasonCode {
             ReasonCode::SystemPath => "system_path",
             ReasonCode::PersistencePath => "persistence_path",
             ReasonCode::AgentPolicyPath => "agent_policy_path",
+            ReasonCode::CiConfigPath => "ci_config_path",
             ReasonCode::NoWorkspace => "no_workspace",
             ReasonCode::OperatorRule => "operator_rule",
             ReasonCode::HardDenyRule => "hard_deny_rule",

@@ -10,8 +10,12 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn permit(args: &[&str]) -> Output {
+    // One case at a time: the demo model runs one decision at a time anyway, and queued screens
+    // on a loaded CI machine could outlast the screen's timeout and turn into errors.
+    let concurrency: &[&str] = if args.first() == Some(&"eval") { &["--concurrency", "1"] } else { &[] };
     Command::new(env!("CARGO_BIN_EXE_permit"))
         .args(args)
+        .args(concurrency)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env_remove("PERMIT_CONFIG")
         .env("PERMIT_MODEL_DIR", permit::config::default_model_dir())

@@ -166,6 +166,7 @@ fn severity(code: ReasonCode) -> u8 {
         ReasonCode::CostlyBudgetExhausted => 85,
         ReasonCode::CredentialPath => 80,
         ReasonCode::AgentPolicyPath => 78,
+        ReasonCode::CiConfigPath => 77,
         ReasonCode::PersistencePath => 76,
         ReasonCode::SystemPath => 74,
         ReasonCode::PathEscape => 72,
@@ -192,6 +193,9 @@ fn detail_for(code: ReasonCode) -> &'static str {
     match code {
         ReasonCode::CredentialPath => "is a credential location",
         ReasonCode::AgentPolicyPath => "is one of the agent's own permission or policy files",
+        ReasonCode::CiConfigPath => {
+            "is a CI pipeline definition (it runs with the repository's secrets and decides which checks run)"
+        }
         ReasonCode::PersistencePath => "is a location that runs code later (shell start-up, cron, hooks)",
         ReasonCode::SystemPath => "is a system location",
         ReasonCode::PathEscape => "climbs out of the workspace with `..`",

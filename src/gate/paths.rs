@@ -180,6 +180,9 @@ pub fn judge(raw: &str, access: Access, base: Option<&str>, workspace: &Workspac
     if access == Access::Write && agent_policy_location(&resolved, &workspace.home) {
         add(ReasonCode::AgentPolicyPath, Tier::High);
     }
+    if access == Access::Write && ci_config_location(&resolved) {
+        add(ReasonCode::CiConfigPath, Tier::High);
+    }
     if system_location(&resolved) {
         add(ReasonCode::SystemPath, Tier::High);
     }
@@ -465,6 +468,33 @@ fn agent_policy_location(path: &str, home: &str) -> bool {
         )
 }
 
+/// CI pipeline definitions: editing one changes what runs with the repository's secrets and
+/// which checks guard a merge, so it is never a routine edit.
+fn ci_config_location(path: &str) -> bool {
+    let lower = comparable(path);
+    let components: Vec<&str> = lower.split('/').collect();
+    let within = |first: &str, second: Option<&str>| {
+        components.windows(2).any(|pair| pair[0] == first && second.is_none_or(|second| pair[1] == second))
+    };
+    within(".github", Some("workflows"))
+        || within(".github", Some("actions"))
+        || within(".circleci", None)
+        || within(".buildkite", None)
+        || matches!(
+            basename(&lower),
+            ".gitlab-ci.yml"
+                | ".gitlab-ci.yaml"
+                | "jenkinsfile"
+                | "azure-pipelines.yml"
+                | "azure-pipelines.yaml"
+                | "bitbucket-pipelines.yml"
+                | ".travis.yml"
+                | ".drone.yml"
+                | "cloudbuild.yaml"
+                | "cloudbuild.yml"
+        )
+}
+
 fn system_location(path: &str) -> bool {
     const SYSTEM_DIRS: [&str; 17] = [
         "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/sys", "/proc", "/dev", "/var", "/opt",
@@ -522,6 +552,18 @@ mod tests {
         assert!(codes(".claude/settings.json", Access::Write).contains(&ReasonCode::AgentPolicyPath));
         assert!(codes(".claude/hooks/x.sh", Access::Write).contains(&ReasonCode::AgentPolicyPath));
         assert!(codes("CLAUDE.md", Access::Write).contains(&ReasonCode::AgentPolicyPath));
+        for ci in [
+            ".github/workflows/ci.yml",
+            ".gitlab-ci.yml",
+            "Jenkinsfile",
+            ".circleci/config.yml",
+            "sub/.github/actions/setup/action.yml",
+        ] {
+            assert!(codes(ci, Access::Write).contains(&ReasonCode::CiConfigPath), "{ci}");
+            assert!(!codes(ci, Access::Read).contains(&ReasonCode::CiConfigPath), "reading {ci} is fine");
+        }
+        assert!(!codes(".github/CODEOWNERS.md", Access::Write).contains(&ReasonCode::CiConfigPath));
+        assert!(!codes("docs/workflows/ci.md", Access::Write).contains(&ReasonCode::CiConfigPath));
         assert!(codes(".GIT/config", Access::Write).contains(&ReasonCode::PersistencePath));
         assert!(codes("sub/.git", Access::Write).contains(&ReasonCode::PersistencePath));
         assert!(codes(".envrc", Access::Write).contains(&ReasonCode::PersistencePath));
