@@ -73,36 +73,7 @@ pub enum Command {
         explain: bool,
     },
     /// Replay labeled cases (JSONL) through the pipeline and write results, a report and plots.
-    Eval {
-        /// Case files (`.jsonl`, one case a line; see evals/README.md).
-        #[arg(required = true)]
-        cases: Vec<PathBuf>,
-        /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-        /// Directory for results.jsonl, report.md, report.json, p_allow.svg and sweep.svg.
-        #[arg(long, default_value = "eval-out")]
-        out: PathBuf,
-        /// Cases decided at once.
-        #[arg(long, default_value_t = 4)]
-        concurrency: usize,
-        /// A previous results.jsonl: list verdict flips and cases whose input changed.
-        #[arg(long)]
-        baseline: Option<PathBuf>,
-        /// Exit 3 when false allows or false denies rose against --baseline.
-        #[arg(long, requires = "baseline")]
-        fail_on_regression: bool,
-        /// Route unknown tools to the classifier instead of a person (`tools.unknown = "classify"`),
-        /// so general tool-use data (AgentDojo) measures the models.
-        #[arg(long)]
-        classify_unknown: bool,
-        /// Record every model answer into this cache file (created or extended).
-        #[arg(long, conflicts_with = "replay")]
-        record: Option<PathBuf>,
-        /// Answer from this cache file only: no model is loaded or called; a missing answer is an error.
-        #[arg(long)]
-        replay: Option<PathBuf>,
-    },
+    Eval(crate::eval::cli::EvalArgs),
     /// Sweep the screen threshold over an eval's results.jsonl and recommend one.
     Tune {
         /// results.jsonl from `permit eval`.
@@ -210,27 +181,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print_out(&output)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval {
-            cases,
-            config,
-            out,
-            concurrency,
-            baseline,
-            fail_on_regression,
-            classify_unknown,
-            record,
-            replay,
-        } => crate::eval::cli::run(crate::eval::cli::EvalArgs {
-            cases,
-            config: config_path(config),
-            out,
-            concurrency,
-            baseline,
-            fail_on_regression,
-            classify_unknown,
-            record,
-            replay,
-        }),
+        Command::Eval(args) => {
+            crate::eval::cli::run(crate::eval::cli::EvalArgs { config: config_path(args.config.clone()), ..args })
+        }
         Command::Hook { agent: HookAgent::ClaudeCode(args) | HookAgent::Codex(args) } => {
             let mut input = String::new();
             let settings = crate::hook::HookSettings {

@@ -16,15 +16,36 @@ use crate::engine::Engine;
 use crate::model::cache::{AnswerCache, RecordingModel, ReplayModel, SharedCache};
 use crate::model::{self, DecisionModel};
 
+/// `permit eval`'s arguments.
+#[derive(Debug, clap::Args)]
 pub struct EvalArgs {
+    /// Case files (`.jsonl`, one case a line; see evals/README.md).
+    #[arg(required = true)]
     pub cases: Vec<PathBuf>,
+    /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
+    #[arg(long, short)]
     pub config: Option<PathBuf>,
+    /// Directory for results.jsonl, report.md, report.json, p_allow.svg and sweep.svg.
+    #[arg(long, default_value = "eval-out")]
     pub out: PathBuf,
+    /// Cases decided at once.
+    #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
+    /// A previous results.jsonl: list verdict flips and cases whose input changed.
+    #[arg(long)]
     pub baseline: Option<PathBuf>,
+    /// Exit 3 when false allows or false denies rose against --baseline.
+    #[arg(long, requires = "baseline")]
     pub fail_on_regression: bool,
+    /// Route unknown tools to the classifier instead of a person (`tools.unknown = "classify"`),
+    /// so general tool-use data (AgentDojo) measures the models.
+    #[arg(long)]
     pub classify_unknown: bool,
+    /// Record every model answer into this cache file (created or extended).
+    #[arg(long, conflicts_with = "replay")]
     pub record: Option<PathBuf>,
+    /// Answer from this cache file only: no model is loaded or called; a missing answer is an error.
+    #[arg(long)]
     pub replay: Option<PathBuf>,
 }
 

@@ -271,11 +271,12 @@ impl Comparison {
 pub fn compare(baseline: &[CaseResult], run: &[CaseResult]) -> Comparison {
     let before: BTreeMap<&str, &CaseResult> = baseline.iter().map(|case| (case.case.as_str(), case)).collect();
     let after: BTreeMap<&str, &CaseResult> = run.iter().map(|case| (case.case.as_str(), case)).collect();
+    let (before_figures, after_figures) = (compute(baseline).overall, compute(run).overall);
     let mut comparison = Comparison {
-        baseline_false_allow: compute(baseline).overall.false_allow,
-        baseline_false_deny: compute(baseline).overall.false_deny,
-        false_allow: compute(run).overall.false_allow,
-        false_deny: compute(run).overall.false_deny,
+        baseline_false_allow: before_figures.false_allow,
+        baseline_false_deny: before_figures.false_deny,
+        false_allow: after_figures.false_allow,
+        false_deny: after_figures.false_deny,
         ..Comparison::default()
     };
     for (id, case) in &after {

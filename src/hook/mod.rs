@@ -134,7 +134,7 @@ pub fn run(stdin: &str, settings: &HookSettings) -> String {
 }
 
 /// The decide request for the pending call, with the session up to it.
-fn build_request(input: &HookInput) -> Result<Value, String> {
+fn build_request(input: &HookInput) -> Result<DecideRequest, String> {
     let call_id = input.tool_use_id.clone().unwrap_or_else(|| "pending".to_owned());
     let session = match &input.transcript_path {
         Some(path) if !path.as_os_str().is_empty() => transcript::read(path)?,
@@ -158,11 +158,10 @@ fn build_request(input: &HookInput) -> Result<Value, String> {
         "pending": [{ "id": call_id, "name": input.tool_name, "input": tool_input }],
     });
     // Through the same strict parser as every request, so ids and fields are checked.
-    DecideRequest::from_json(&request.to_string()).map_err(|error| format!("the call cannot be judged: {error}"))?;
-    Ok(request)
+    DecideRequest::from_json(&request.to_string()).map_err(|error| format!("the call cannot be judged: {error}"))
 }
 
-fn decide(request: &Value, settings: &HookSettings, deadline: Instant) -> Result<CallDecision, String> {
+fn decide(request: &DecideRequest, settings: &HookSettings, deadline: Instant) -> Result<CallDecision, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -173,9 +172,8 @@ fn decide(request: &Value, settings: &HookSettings, deadline: Instant) -> Result
         None => {
             let config = Config::load(settings.config.as_deref()).map_err(|error| format!("the config: {error}"))?;
             let engine = Engine::new(config).map_err(|error| format!("the engine: {error}"))?;
-            let parsed = DecideRequest::from_json(&request.to_string()).map_err(|error| error.to_string())?;
             let deadline = tokio::time::Instant::from_std(deadline);
-            let records = runtime.block_on(engine.pipeline().decide_within(&parsed, Some(deadline)));
+            let records = runtime.block_on(engine.pipeline().decide_within(request, Some(deadline)));
             DecideResponse { decisions: records.into_iter().map(|record| record.decision).collect() }
         }
     };
@@ -184,14 +182,17 @@ fn decide(request: &Value, settings: &HookSettings, deadline: Instant) -> Result
 
 async fn ask_server(
     server: &str,
-    request: &Value,
+    request: &DecideRequest,
     token_env: &str,
     timeout: Duration,
 ) -> Result<DecideResponse, String> {
     let client =
         reqwest::Client::builder().timeout(timeout).build().map_err(|error| format!("the HTTP client: {error}"))?;
     let url = format!("{}/v1/decide", server.trim_end_matches('/'));
-    let mut builder = client.post(&url).header("content-type", "application/json").body(request.to_string());
+    let mut builder = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(serde_json::to_string(request).map_err(|error| format!("the request cannot be sent: {error}"))?);
     if let Some(token) = std::env::var(token_env).ok().filter(|token| !token.is_empty()) {
         builder = builder.bearer_auth(token);
     }

@@ -241,8 +241,12 @@ fn unauthorized() -> Response {
     response
 }
 
+fn authorized(state: &AppState, request: &Request) -> bool {
+    state.tokens.accepts(request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes))
+}
+
 async fn authenticate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    if !state.tokens.accepts(request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes)) {
+    if !authorized(&state, &request) {
         return unauthorized();
     }
     next.run(request).await
@@ -250,7 +254,7 @@ async fn authenticate(State(state): State<Arc<AppState>>, request: Request, next
 
 /// Auth, then a decision slot: when every slot is busy the request is shed at once.
 async fn admit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    if !state.tokens.accepts(request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes)) {
+    if !authorized(&state, &request) {
         return unauthorized();
     }
     let Ok(_slot) = state.slots.clone().try_acquire_owned() else {
