@@ -7,8 +7,11 @@
 //! no rule and no later stage can override. Every outcome is explained: tier, the ids of the
 //! table entries and operator rules that matched, and stable reason codes.
 
+pub mod argspec;
+pub mod expand;
 pub mod modes;
 pub mod paths;
+pub mod programs;
 pub mod reversibility;
 pub mod rules;
 pub mod shell;
@@ -22,8 +25,9 @@ use crate::config::{Config, Mode, RuleDecision, UnknownToolAction};
 use crate::decision::{GateAction, ReasonCode, Tier};
 use crate::gate::paths::{Access, Workspace};
 use crate::gate::rules::{CompiledRule, Matcher, RuleSet};
+use crate::gate::argspec::{Role, Slot};
+use crate::gate::programs::Judgement;
 use crate::gate::shell::CommandPart;
-use crate::gate::tables::Verdict;
 use crate::gate::tier::{ToolRegistry, ToolSpec};
 use crate::request::{PendingCall, Reversibility};
 
@@ -391,17 +395,21 @@ impl Gate {
             }
             units.push(unit);
         }
+        let mut written = false;
         for part in &analysis.parts {
-            units.push(self.part_unit(part, structural, workspace));
+            units.push(self.part_unit(part, structural, workspace, &mut written));
         }
         units
     }
 
-    fn part_unit(&self, part: &CommandPart, structural: Tier, workspace: &Workspace) -> Unit {
+    /// Judges one shell part. `written` says whether an earlier part of the same command
+    /// writes a file (git must not read a repository or configuration the line itself made);
+    /// it is updated for the parts after this one.
+    fn part_unit(&self, part: &CommandPart, structural: Tier, workspace: &Workspace, written: &mut bool) -> Unit {
         let display = || part.display();
         let home = workspace.home();
         let mut unit;
-        let mut access = Access::Write;
+        let mut known = None;
         if let Some(entry) = tables::lookup_critical(part, home) {
             unit = Unit::new(Tier::Critical, ReasonCode::CriticalCommand);
             unit.add(ReasonCode::CriticalCommand, display(), entry.description, Some(entry.id.to_owned()));
@@ -421,22 +429,27 @@ impl Gate {
                 None,
             );
         } else {
-            match tables::lookup_safe(part) {
-                Some((entry, Verdict::Safe)) => {
-                    unit = Unit::new(entry.tier.min(structural.max(entry.tier)), ReasonCode::KnownSafeCommand);
+            let judgement = if part.program() == "git" {
+                programs::judge_git(part.args())
+            } else {
+                programs::judge(part.program(), part.args())
+            };
+            match judgement {
+                Judgement::Known { entry, grammar, parsed, tier } => {
+                    unit = Unit::new(tier, ReasonCode::KnownSafeCommand);
                     unit.rules.push(entry.id.to_owned());
-                    access = entry.access;
+                    known = Some((entry, grammar, parsed));
                 }
-                Some((entry, Verdict::Dangerous(flag))) => {
+                Judgement::Refused { entry, reason } => {
                     unit = Unit::new(structural, ReasonCode::DangerousFlag);
                     unit.add(
                         ReasonCode::DangerousFlag,
                         display(),
-                        format!("uses {flag}, which the known-safe entry `{}` excludes", entry.id),
+                        format!("{reason}, which the known-safe entry `{}` does not vouch for", entry.id),
                         Some(entry.id.to_owned()),
                     );
                 }
-                Some((_, Verdict::NotCovered)) | None => {
+                Judgement::Unlisted => {
                     unit = Unit::new(structural, ReasonCode::UnlistedCommand);
                     unit.add(ReasonCode::UnlistedCommand, display(), "is not on the known-safe command table", None);
                 }
@@ -455,6 +468,11 @@ impl Gate {
                 "sets environment variables that can change what runs (such as `PATH`, `LD_PRELOAD` or `GIT_*`)",
             ),
             (part.opaque, ReasonCode::OpaqueExecution, "runs or configures code the gate cannot see through"),
+            (
+                part.dynamic_stdin,
+                ReasonCode::DynamicCommand,
+                "reads a here-document or here-string that expands variables or substitutions (it may print secrets)",
+            ),
             (part.privileged, ReasonCode::PrivilegeEscalation, "runs with elevated privileges (`sudo`/`doas`)"),
         ];
         for (applies, code, detail) in raises {
@@ -496,34 +514,160 @@ impl Gate {
                 None,
             );
         }
+        let bases: Vec<Option<&str>> =
+            std::iter::once(part.cwd.as_deref()).chain(part.other_cwds.iter().map(Option::as_deref)).collect();
+        match &known {
+            Some((entry, grammar, parsed)) => {
+                self.judge_known_words(&mut unit, part, entry, grammar, parsed, &bases, workspace);
+                if part.program() == "git" {
+                    self.judge_git_repository(&mut unit, part, workspace, *written);
+                }
+            }
+            None => self.judge_unknown_words(&mut unit, part, &bases, workspace),
+        }
+        let writes = unit.command_tier >= Tier::Medium
+            || part.redirects.iter().any(|(_, access)| *access == Access::Write)
+            || known.is_none();
+        *written |= writes;
+        // Only command-prefix rules read the words; skip the copy when there are none.
+        if !self.rules.is_empty() {
+            unit.argv = Some(part.argv.clone());
+        }
+        unit
+    }
+
+    /// Judges each word of a part an allowlist entry vouches for, by the role the parse gave it:
+    /// read and write paths by the path rules, text and patterns not at all. A glob is accepted
+    /// only where any number of file names fits the same role and none can become an option.
+    #[allow(clippy::too_many_arguments)]
+    fn judge_known_words(
+        &self,
+        unit: &mut Unit,
+        part: &CommandPart,
+        entry: &programs::SafeEntry,
+        grammar: &argspec::Grammar,
+        parsed: &argspec::Parsed,
+        bases: &[Option<&str>],
+        workspace: &Workspace,
+    ) {
+        let args = part.args();
+        let flags = part.arg_flags();
+        let operand_count = parsed.operands.len();
+        let judge = |unit: &mut Unit, value: &str, role: Role, word: usize, operand: Option<usize>| {
+            let word_flags = flags.get(word).copied().unwrap_or_default();
+            if word_flags.glob {
+                let placed = operand.is_some_and(|index| parsed.grammar_operands.in_repeated_section(index, operand_count));
+                let harmless_role = matches!(role, Role::Read | Role::Text | Role::Pattern | Role::MaybeRead);
+                let option_safe = !word_flags.glob_leading || entry.any_option_harmless;
+                if !(placed && harmless_role && option_safe) {
+                    unit.command_tier = unit.command_tier.max(Tier::High);
+                    unit.command_code = ReasonCode::DynamicCommand;
+                    unit.add(
+                        ReasonCode::DynamicCommand,
+                        value,
+                        format!(
+                            "is a glob where the file names it matches could become options or change other words' roles for `{}`",
+                            entry.id
+                        ),
+                        None,
+                    );
+                    return;
+                }
+                if role == Role::Text || role == Role::Pattern {
+                    return;
+                }
+            }
+            match role {
+                Role::Read if value == "-" => {}
+                Role::Read => {
+                    for base in bases {
+                        self.judge_path(unit, value, Access::Read, *base, workspace);
+                    }
+                }
+                Role::MaybeRead => {
+                    if let Some(path) = path_like(value, part.program()) {
+                        for base in bases {
+                            self.judge_path(unit, path, Access::Read, *base, workspace);
+                        }
+                    }
+                }
+                Role::Write => {
+                    for base in bases {
+                        self.judge_path(unit, value, Access::Write, *base, workspace);
+                    }
+                }
+                Role::Text | Role::Pattern | Role::Script => {}
+            }
+        };
+        for given in &parsed.options {
+            let mut value_word = given.word + 1;
+            for (index, (value, role)) in given.values.iter().enumerate() {
+                let word = if given.attached && index == 0 { given.word } else { value_word };
+                if !(given.attached && index == 0) {
+                    value_word += 1;
+                }
+                judge(unit, value, *role, word, None);
+            }
+        }
+        for (position, (word, role)) in parsed.operands.iter().enumerate() {
+            judge(unit, &args[*word], *role, *word, Some(position));
+        }
+        // A glob in an option word (`-*`, `--file=*`) is never placed.
+        for (word, slot) in parsed.slots.iter().enumerate() {
+            if matches!(slot, Some(Slot::Option { .. } | Slot::NumericOption))
+                && flags.get(word).is_some_and(|flags| flags.glob)
+                && !parsed.options.iter().any(|given| given.word == word && given.attached)
+            {
+                unit.command_tier = unit.command_tier.max(Tier::High);
+                unit.command_code = ReasonCode::DynamicCommand;
+                unit.add(ReasonCode::DynamicCommand, args[word].clone(), "is an option word holding a glob", None);
+            }
+        }
+        let _ = grammar;
+    }
+
+    /// git reads the repository it finds from the directory it runs in, and that repository's
+    /// configuration names programs git runs (`core.fsmonitor`, `core.pager`, diff and textconv
+    /// drivers, hooks). The workspace's own repository is trusted because nothing the gate
+    /// allows writes to `.git/` or plants a `HEAD`; anywhere else, or after an earlier part of
+    /// the same command wrote files, git is not known-safe.
+    fn judge_git_repository(&self, unit: &mut Unit, part: &CommandPart, workspace: &Workspace, written: bool) {
+        let at_root = part.cwd.as_deref().is_some_and(|directory| workspace.is_root(directory))
+            && part.other_cwds.iter().all(|other| other.as_deref().is_some_and(|directory| workspace.is_root(directory)));
+        let problem = if !at_root {
+            Some("runs git outside the workspace's root, where it may find another repository whose configuration runs programs")
+        } else if written {
+            Some("runs git after an earlier part of the same command wrote files git may read as a repository or configuration")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            unit.command_tier = unit.command_tier.max(Tier::High);
+            unit.command_code = ReasonCode::OpaqueExecution;
+            unit.add(ReasonCode::OpaqueExecution, part.display(), problem, None);
+        }
+    }
+
+    /// For a part no entry vouches for, every path-like word is judged as a write: it only adds
+    /// findings (a credential read, a write to `authorized_keys`), never an allow.
+    fn judge_unknown_words(&self, unit: &mut Unit, part: &CommandPart, bases: &[Option<&str>], workspace: &Workspace) {
         let program = part.program();
         let pattern = pattern_argument(program, part.args());
         let args = part.args();
         let end_of_options = args.iter().position(|arg| arg == "--");
-        // A `cd` earlier in the line may have failed: relative paths are judged from every
-        // directory the part may run in.
-        let bases: Vec<Option<&str>> =
-            std::iter::once(part.cwd.as_deref()).chain(part.other_cwds.iter().map(Option::as_deref)).collect();
         for (index, arg) in args.iter().enumerate() {
-            // sed's `-e SCRIPT` values are scripts that `safe.sed` has already vetted.
-            let sed_script = program == "sed" && index > 0 && matches!(args[index - 1].as_str(), "-e" | "--expression");
-            if Some(index) == pattern || sed_script {
+            if Some(index) == pattern {
                 continue;
             }
             // After `--` every word is an operand, even one starting with `-`.
             let operand = end_of_options.is_some_and(|end| index > end) && arg.starts_with('-');
             let path = if operand { Some(arg.as_str()) } else { path_like(arg, program) };
             if let Some(path) = path {
-                for base in &bases {
-                    self.judge_path(&mut unit, path, access, *base, workspace);
+                for base in bases {
+                    self.judge_path(unit, path, Access::Write, *base, workspace);
                 }
             }
         }
-        // Only command-prefix rules read the words; skip the copy when there are none.
-        if !self.rules.is_empty() {
-            unit.argv = Some(part.argv.clone());
-        }
-        unit
     }
 
     fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {

@@ -10,12 +10,15 @@
 //! becomes a `high` finding, never a silent pass.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 use brush_parser::{ParserOptions, parse_tokens, uncached_tokenize_str};
 
 use crate::decision::{ReasonCode, Tier};
+use crate::gate::argspec::{Grammar, Role, Style};
+use crate::gate::expand;
 use crate::gate::paths::{self, Access};
 
 /// Deeper nesting of `bash -c`, `$(…)` and `eval` than this is refused (fail closed).
@@ -35,6 +38,9 @@ const MAX_PARTS: usize = 256;
 const MAX_BRACKETS: usize = 12;
 /// Words needing expansion longer than this are refused unparsed (see [`Walker::expand`]).
 const MAX_WORD_BYTES: usize = 1024;
+/// A line may be in at most this many directories at once (after `cd`s that may have failed);
+/// beyond that the directory is unknown, which keeps the analysis linear in the line's length.
+const MAX_OTHER_CWDS: usize = 8;
 /// Deeper nesting of `(`/`{` characters, or of compound-command keywords, than this is refused
 /// before parsing: brush-parser recurses per level and overflowed the stack at about 1,500
 /// nested `{ … }` (red-team finding).
@@ -62,15 +68,105 @@ const HARMLESS_VARIABLES: [&str; 16] = [
     "LINES",
 ];
 
+/// A wrapper that runs the command after its own options: each option it accepts, declared
+/// with the role of its value. An option left out makes the part opaque.
+struct Wrapper {
+    names: &'static [&'static str],
+    options: &'static [&'static str],
+    /// Operands before the command (`timeout DURATION cmd`).
+    leading_operands: usize,
+    /// `NAME=value` words before the command set its environment (`env`).
+    assignments: bool,
+}
+
+const WRAPPERS: &[Wrapper] = &[
+    Wrapper {
+        names: &["env"],
+        options: &["-i, --ignore-environment", "-0, --null", "-u, --unset=TEXT", "-v, --debug"],
+        leading_operands: 0,
+        assignments: true,
+    },
+    Wrapper { names: &["nice"], options: &["-n, --adjustment=NUM"], leading_operands: 0, assignments: false },
+    Wrapper {
+        names: &["ionice"],
+        options: &["-c, --class=TEXT", "-n, --classdata=NUM", "-t, --ignore"],
+        leading_operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        names: &["time"],
+        options: &[
+            "-p, --portability",
+            "-o, --output=WRITE",
+            "-a, --append",
+            "-f, --format=TEXT",
+            "-v, --verbose",
+            "-q, --quiet",
+        ],
+        leading_operands: 0,
+        assignments: false,
+    },
+    Wrapper {
+        names: &["timeout"],
+        options: &["-s, --signal=TEXT", "-k, --kill-after=TEXT", "--preserve-status", "--foreground", "-v, --verbose"],
+        leading_operands: 1,
+        assignments: false,
+    },
+    Wrapper {
+        names: &["stdbuf"],
+        options: &["-i, --input=TEXT", "-o, --output=TEXT", "-e, --error=TEXT"],
+        leading_operands: 0,
+        assignments: false,
+    },
+    Wrapper { names: &["command"], options: &["-p"], leading_operands: 0, assignments: false },
+    Wrapper { names: &["exec"], options: &["-a TEXT", "-c", "-l"], leading_operands: 0, assignments: false },
+    Wrapper {
+        names: &["nohup", "builtin", "chronic", "unbuffer", "caffeinate"],
+        options: &[],
+        leading_operands: 0,
+        assignments: false,
+    },
+];
+
+/// Wrapper grammars, compiled once (a unit test checks each compiles).
+static WRAPPER_GRAMMARS: LazyLock<Vec<(&'static Wrapper, Grammar)>> = LazyLock::new(|| {
+    WRAPPERS
+        .iter()
+        .filter_map(|wrapper| {
+            let mut grammar = Grammar::new(Style::Posix, wrapper.options, "TEXT...").ok()?;
+            grammar.numeric_option = wrapper.names.contains(&"nice");
+            Some((wrapper, grammar))
+        })
+        .collect()
+});
+
 fn harmless_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(name, _)| HARMLESS_VARIABLES.contains(&name))
+}
+
+/// What is known about one word of a part after expansion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WordFlags {
+    /// Part of the value is only known at run time (a parameter, command or arithmetic
+    /// expansion, a transformation); `argv` then holds the source text.
+    pub dynamic: bool,
+    /// An unquoted glob character remains: bash may replace the word with file names.
+    pub glob: bool,
+    /// The glob starts with a wildcard, so a file name it matches may start with `-`.
+    pub glob_leading: bool,
 }
 
 /// One simple command that would run, after wrappers are unwrapped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CommandPart {
-    /// The words, with quoting removed; a word only known at run time keeps its source text.
+    /// The words bash passes, after brace expansion, quote removal and tilde expansion; a word
+    /// only known at run time keeps its source text.
     pub argv: Vec<String>,
+    /// One entry per word of `argv`.
+    pub word_flags: Vec<WordFlags>,
+    /// Reads a here-document or here-string whose text is only known at run time (an unquoted
+    /// delimiter with `$VAR` in the body prints the environment).
+    pub dynamic_stdin: bool,
     /// The program name is only known at run time (`$CMD`, `$(…)`).
     pub dynamic_program: bool,
     /// Arguments come from elsewhere at run time (`xargs`, `$VAR`).
@@ -110,13 +206,42 @@ impl CommandPart {
 
     /// A part with the given words, as the analysis would produce it (for tests and tools).
     pub fn from_argv(argv: Vec<String>, cwd: Option<String>) -> Self {
-        let mut part = CommandPart { argv, cwd, ..CommandPart::default() };
+        let word_flags = vec![WordFlags::default(); argv.len()];
+        let mut part = CommandPart { argv, word_flags, cwd, ..CommandPart::default() };
         part.refresh_name();
         part
     }
 
     pub fn args(&self) -> &[String] {
         self.argv.get(1..).unwrap_or(&[])
+    }
+
+    /// The flags of the arguments (`word_flags` without the program's).
+    pub fn arg_flags(&self) -> &[WordFlags] {
+        self.word_flags.get(1..).unwrap_or(&[])
+    }
+
+    fn push_word(&mut self, word: Expanded) {
+        if word.dynamic {
+            if self.argv.is_empty() {
+                self.dynamic_program = true;
+            } else {
+                self.dynamic_args = true;
+            }
+        }
+        if word.glob && self.argv.is_empty() {
+            self.dynamic_program = true;
+        }
+        self.word_flags.push(WordFlags { dynamic: word.dynamic, glob: word.glob, glob_leading: word.glob_leading });
+        self.argv.push(word.text);
+    }
+
+    /// Drops the first `count` words (a wrapper and its options).
+    fn drain_words(&mut self, count: usize) {
+        self.argv.drain(..count);
+        self.word_flags.drain(..count.min(self.word_flags.len()));
+        self.dynamic_program = self.word_flags.first().is_some_and(|flags| flags.dynamic || flags.glob);
+        self.dynamic_args = self.arg_flags().iter().any(|flags| flags.dynamic);
     }
 
     /// A readable rendering of the part, for reasons.
@@ -169,6 +294,8 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         home,
         parse_budget: MAX_SOURCES,
         functions: Vec::new(),
+        control_depth: 0,
+        cd_count: 0,
         cwd: cwd.map(str::to_owned),
         other_cwds: Vec::new(),
         written: HashMap::new(),
@@ -203,6 +330,10 @@ struct Walker<'a> {
     /// Names of shell functions defined in the line: a later part running one is not the
     /// program of the same name.
     functions: Vec<String>,
+    /// How many loops, branches and function bodies enclose the current command.
+    control_depth: usize,
+    /// How many `cd`/`pushd`/`popd` have run so far (to notice one inside a construct).
+    cd_count: usize,
     cwd: Option<String>,
     /// Directories the line may still be in if a `cd` failed.
     other_cwds: Vec<Option<String>>,
@@ -212,11 +343,20 @@ struct Walker<'a> {
 }
 
 /// A word after expansion as far as it can be known statically.
+#[derive(Default)]
 struct Expanded {
     text: String,
     dynamic: bool,
     /// A command substitution inside the word fetched from the network.
     fetched: bool,
+    glob: bool,
+    glob_leading: bool,
+}
+
+impl Expanded {
+    fn unknown(text: &str) -> Self {
+        Expanded { text: text.to_owned(), dynamic: true, ..Expanded::default() }
+    }
 }
 
 /// What the pipeline around a command feeds it.
@@ -416,6 +556,10 @@ impl Walker<'_> {
 
     fn walk_list(&mut self, list: &ast::CompoundList, depth: usize) {
         for ast::CompoundListItem(and_or, _separator) in &list.0 {
+            if self.analysis.parts.len() >= MAX_PARTS {
+                // Already refused (see `walk_simple`); walking on would only cost time.
+                return;
+            }
             self.walk_pipeline(&and_or.first, depth);
             for next in &and_or.additional {
                 match next {
@@ -494,7 +638,7 @@ impl Walker<'_> {
                 self.walk_test_expr(inner, depth);
             }
             ast::ExtendedTestExpr::UnaryTest(predicate, word) => {
-                self.expand(&word.value, depth);
+                self.expansion_site(&word.value, depth, "a `[[ ]]` operand");
                 if matches!(predicate, ast::UnaryPredicate::ShellVariableIsSetAndAssigned) {
                     // `-v 'a[$(cmd)]'` evaluates the subscript.
                     self.finding(
@@ -506,8 +650,8 @@ impl Walker<'_> {
                 }
             }
             ast::ExtendedTestExpr::BinaryTest(predicate, left, right) => {
-                self.expand(&left.value, depth);
-                self.expand(&right.value, depth);
+                self.expansion_site(&left.value, depth, "a `[[ ]]` operand");
+                self.expansion_site(&right.value, depth, "a `[[ ]]` operand");
                 if matches!(
                     predicate,
                     ast::BinaryPredicate::ArithmeticEqualTo
@@ -556,7 +700,14 @@ impl Walker<'_> {
                 for expr in [&clause.initializer, &clause.condition, &clause.updater].into_iter().flatten() {
                     self.walk_arithmetic(expr);
                 }
-                self.walk_list(&clause.body.list, depth);
+                // Arithmetic assigns (`HOME=0`) and evaluates variables as code.
+                self.finding(
+                    ReasonCode::DynamicCommand,
+                    Tier::High,
+                    None,
+                    "an arithmetic `for` loop evaluates and assigns variables".to_owned(),
+                );
+                self.walk_loop_body(&clause.body.list, depth);
             }
             ast::CompoundCommand::BraceGroup(group) => self.walk_list(&group.list, depth),
             ast::CompoundCommand::Subshell(subshell) => {
@@ -575,30 +726,37 @@ impl Walker<'_> {
                     );
                 }
                 for word in clause.values.iter().flatten() {
-                    let expanded = self.expand(&word.value, depth);
-                    if expanded.text.contains("$(") || expanded.text.contains('`') {
-                        self.finding(
-                            ReasonCode::DynamicCommand,
-                            Tier::High,
-                            None,
-                            "the loop assigns text holding a command substitution".to_owned(),
-                        );
+                    for expanded in self.expand(&word.value, depth) {
+                        if expanded.dynamic || expanded.text.contains("$(") || expanded.text.contains('`') {
+                            self.finding(
+                                ReasonCode::DynamicCommand,
+                                Tier::High,
+                                None,
+                                format!("the loop's word `{}` is only known at run time", truncate_word(&word.value)),
+                            );
+                        }
                     }
                 }
-                self.walk_list(&clause.body.list, depth);
+                self.walk_loop_body(&clause.body.list, depth);
             }
             ast::CompoundCommand::CaseClause(clause) => {
-                self.expand(&clause.value.value, depth);
+                self.expansion_site(&clause.value.value, depth, "the `case` subject");
+                let cds = self.cd_count;
+                self.control_depth += 1;
                 for item in &clause.cases {
                     for pattern in &item.patterns {
-                        self.expand(&pattern.value, depth);
+                        self.expansion_site(&pattern.value, depth, "a `case` pattern");
                     }
                     if let Some(list) = &item.cmd {
                         self.walk_list(list, depth);
                     }
                 }
+                self.control_depth -= 1;
+                self.forget_cwd_if_moved(cds);
             }
             ast::CompoundCommand::IfClause(clause) => {
+                let cds = self.cd_count;
+                self.control_depth += 1;
                 self.walk_list(&clause.condition, depth);
                 self.walk_list(&clause.then, depth);
                 for branch in clause.elses.iter().flatten() {
@@ -607,10 +765,14 @@ impl Walker<'_> {
                     }
                     self.walk_list(&branch.body, depth);
                 }
+                self.control_depth -= 1;
+                // Which branch ran is only known at run time.
+                self.forget_cwd_if_moved(cds);
             }
             ast::CompoundCommand::WhileClause(clause) | ast::CompoundCommand::UntilClause(clause) => {
-                self.walk_list(&clause.0, depth);
-                self.walk_list(&clause.1.list, depth);
+                let mut both = clause.0.clone();
+                both.0.extend(clause.1.list.0.iter().cloned());
+                self.walk_loop_body(&both, depth);
             }
             ast::CompoundCommand::Coprocess(coprocess) => {
                 self.walk_command(&coprocess.body, PipeInput::default(), depth);
@@ -622,9 +784,18 @@ impl Walker<'_> {
         let name = function.fname.value.clone();
         self.functions.push(name.clone());
         let first_part = self.analysis.parts.len();
+        let cds = self.cd_count;
+        // The body runs when the function is called, from wherever the line is then: its
+        // directory is unknown.
         self.scoped(|walker| {
+            walker.cwd = None;
+            walker.other_cwds.clear();
+            walker.control_depth += 1;
             walker.walk_compound(&function.body.0, depth);
+            walker.control_depth -= 1;
         });
+        // A call may come at any later point, and its `cd` moves the caller.
+        self.forget_cwd_if_moved(cds);
         let body_text = function.body.0.to_string();
         let recursive = self.analysis.parts[first_part..].iter().any(|part| part.program() == name);
         // `:(){ :|:& };:` and its renamings: a function that pipes or backgrounds itself.
@@ -638,11 +809,65 @@ impl Walker<'_> {
         }
     }
 
-    /// Expands a word as far as is statically known, analysing any command substitution in it.
-    fn expand(&mut self, word: &str, depth: usize) -> Expanded {
+    /// Expands a word as bash would, as far as is statically known: brace expansion into
+    /// several words, then quote removal and tilde expansion; analyses any command substitution
+    /// in it. A word whose braces cannot be expanded safely is one unknown word.
+    fn expand(&mut self, word: &str, depth: usize) -> Vec<Expanded> {
+        if !word.contains('{') {
+            return vec![self.expand_one(word, depth)];
+        }
+        match expand::brace_expand(word) {
+            Ok(words) => words.iter().map(|word| self.expand_one(word, depth)).collect(),
+            Err(_) => vec![Expanded::unknown(word)],
+        }
+    }
+
+    /// Judges a word that is expanded where no command runs (`[[ ]]` operands, `case` words):
+    /// a value only known at run time there may run code (`${x@P}`) or assign (`$((HOME=0))`).
+    fn expansion_site(&mut self, word: &str, depth: usize, site: &str) {
+        if self.expand(word, depth).iter().any(|expanded| expanded.dynamic) {
+            self.finding(
+                ReasonCode::DynamicCommand,
+                Tier::High,
+                None,
+                format!("{site} `{}` is only known at run time", truncate_word(word)),
+            );
+        }
+    }
+
+    /// Walks a loop body. A `cd` inside a loop moves every later iteration, so when the body
+    /// changes directory it is walked again from an unknown directory, and the line stays there.
+    fn walk_loop_body(&mut self, list: &ast::CompoundList, depth: usize) {
+        let (parts, findings, cds) = (self.analysis.parts.len(), self.analysis.findings.len(), self.cd_count);
+        let saved = (self.cwd.clone(), self.other_cwds.clone());
+        self.control_depth += 1;
+        self.walk_list(list, depth);
+        if self.cd_count > cds {
+            self.analysis.parts.truncate(parts);
+            self.analysis.findings.truncate(findings);
+            (self.cwd, self.other_cwds) = saved;
+            self.cwd = None;
+            self.other_cwds.clear();
+            self.walk_list(list, depth);
+            self.cwd = None;
+            self.other_cwds.clear();
+        }
+        self.control_depth -= 1;
+    }
+
+    /// After a construct whose `cd` may or may not have run, the directory is unknown.
+    fn forget_cwd_if_moved(&mut self, cds_before: usize) {
+        if self.cd_count > cds_before {
+            self.cwd = None;
+            self.other_cwds.clear();
+        }
+    }
+
+    fn expand_one(&mut self, word: &str, depth: usize) -> Expanded {
         // Plain words (the common case) need no parse.
         if !word.chars().any(|c| matches!(c, '$' | '`' | '\'' | '"' | '\\' | '~' | '{')) {
-            return Expanded { text: word.to_owned(), dynamic: false, fetched: false };
+            let (glob, glob_leading) = glob_in_text(word, true);
+            return Expanded { text: word.to_owned(), glob, glob_leading, ..Expanded::default() };
         }
         if word.len() > MAX_WORD_BYTES {
             // brush-parser's word grammar backtracks on long words full of `)` and `$[` (0.8 s
@@ -653,7 +878,7 @@ impl Walker<'_> {
                 None,
                 format!("cannot parse a word longer than {MAX_WORD_BYTES} bytes"),
             );
-            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
+            return Expanded::unknown(word);
         }
         if word.matches('[').count() > 12 {
             // The word grammar backtracks exponentially on runs of `[` with escapes (`q[\x` × 22
@@ -664,7 +889,7 @@ impl Walker<'_> {
                 None,
                 "cannot parse a word with this many `[` and escapes".to_owned(),
             );
-            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
+            return Expanded::unknown(word);
         }
         if has_long_digit_run(word) {
             // brush-parser 0.4 unwraps the parse of `~N` and brace-sequence numbers and panics
@@ -675,18 +900,18 @@ impl Walker<'_> {
                 None,
                 format!("cannot parse the word `{word}`: a number out of range"),
             );
-            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
+            return Expanded::unknown(word);
         }
         let parsed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| brush_parser::word::parse(word, &self.options)));
         let Ok(parsed) = parsed else {
             self.finding(ReasonCode::ShellParseError, Tier::High, None, format!("cannot parse the word `{word}`"));
-            return Expanded { text: word.to_owned(), dynamic: true, fetched: false };
+            return Expanded::unknown(word);
         };
         match parsed {
             Ok(pieces) => {
-                let mut expanded = Expanded { text: String::new(), dynamic: false, fetched: false };
-                self.expand_pieces(word, &pieces, depth, &mut expanded);
+                let mut expanded = Expanded::default();
+                self.expand_pieces(word, &pieces, depth, &mut expanded, true);
                 expanded
             }
             Err(error) => {
@@ -696,20 +921,32 @@ impl Walker<'_> {
                     None,
                     format!("cannot parse the word `{word}`: {error}"),
                 );
-                Expanded { text: word.to_owned(), dynamic: true, fetched: false }
+                Expanded::unknown(word)
             }
         }
     }
 
-    fn expand_pieces(&mut self, source: &str, pieces: &[WordPieceWithSource], depth: usize, out: &mut Expanded) {
+    fn expand_pieces(
+        &mut self,
+        source: &str,
+        pieces: &[WordPieceWithSource],
+        depth: usize,
+        out: &mut Expanded,
+        unquoted: bool,
+    ) {
         for piece in pieces {
             let raw = source.get(piece.start_index..piece.end_index).unwrap_or("");
             match &piece.piece {
                 WordPiece::Text(text) => {
-                    // Unquoted `{a,b}` / `{1..3}` is brace expansion: the words bash passes are
-                    // not the text written, so the word is treated as unknown.
-                    if is_brace_expansion(text) {
-                        out.dynamic = true;
+                    if unquoted {
+                        let (glob, leading) = glob_in_text(text, out.text.is_empty());
+                        out.glob |= glob;
+                        out.glob_leading |= leading;
+                        // bash expands `~` after `=` or `:` in words shaped like assignments
+                        // (`a=~/x`); not modelled here, so such a word is unknown.
+                        if text.contains("=~") || text.contains(":~") {
+                            out.dynamic = true;
+                        }
                     }
                     out.text.push_str(text);
                 }
@@ -721,7 +958,7 @@ impl Walker<'_> {
                 }
                 WordPiece::EscapeSequence(text) => out.text.push_str(text.strip_prefix('\\').unwrap_or(text)),
                 WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
-                    self.expand_pieces(source, inner, depth, out);
+                    self.expand_pieces(source, inner, depth, out, false);
                 }
                 WordPiece::TildeExpansion(tilde) => match tilde {
                     brush_parser::word::TildeExpr::Home => out.text.push('~'),
@@ -787,21 +1024,20 @@ impl Walker<'_> {
                 };
                 match target {
                     ast::IoFileRedirectTarget::Filename(word) => {
-                        let expanded = self.expand(&word.value, depth);
-                        let target = (!expanded.dynamic).then_some(expanded.text);
+                        let target = self.redirect_target(&word.value, depth);
                         part.redirects.push((target, access));
                     }
                     ast::IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
                         self.scoped(|walker| walker.walk_list(&subshell.list, depth));
                     }
                     ast::IoFileRedirectTarget::Duplicate(word) => {
-                        let expanded = self.expand(&word.value, depth);
-                        let is_descriptor = !expanded.dynamic
-                            && (expanded.text == "-"
-                                || (!expanded.text.is_empty()
-                                    && expanded.text.trim_end_matches('-').chars().all(|c| c.is_ascii_digit())));
+                        let target = self.redirect_target(&word.value, depth);
+                        let is_descriptor = target.as_deref().is_some_and(|text| {
+                            text == "-"
+                                || (!text.is_empty() && text.trim_end_matches('-').chars().all(|c| c.is_ascii_digit()))
+                        });
                         if !is_descriptor {
-                            part.redirects.push(((!expanded.dynamic).then_some(expanded.text), access));
+                            part.redirects.push((target, access));
                         }
                     }
                     ast::IoFileRedirectTarget::Fd(_) => {}
@@ -809,43 +1045,64 @@ impl Walker<'_> {
                 None
             }
             ast::IoRedirect::OutputAndError(word, _append) => {
-                let expanded = self.expand(&word.value, depth);
-                part.redirects.push(((!expanded.dynamic).then_some(expanded.text), Access::Write));
+                let target = self.redirect_target(&word.value, depth);
+                part.redirects.push((target, Access::Write));
                 None
             }
             ast::IoRedirect::HereDocument(_, heredoc) => {
-                if heredoc.requires_expansion {
-                    // An unquoted delimiter expands `$(…)` inside the body when it runs.
-                    self.expand_heredoc(&heredoc.doc.value, depth);
+                // An unquoted delimiter expands `$VAR` and `$(…)` inside the body when it runs:
+                // the text is then only known at run time, and may print secrets.
+                if heredoc.requires_expansion && self.expand_heredoc(&heredoc.doc.value, depth) {
+                    part.dynamic_stdin = true;
                 }
                 Some(heredoc.doc.value.clone())
             }
             ast::IoRedirect::HereString(_, word) => {
-                let expanded = self.expand(&word.value, depth);
-                Some(expanded.text)
+                let mut words = self.expand(&word.value, depth);
+                if words.len() != 1 || words.iter().any(|word| word.dynamic) {
+                    part.dynamic_stdin = true;
+                }
+                Some(words.pop().map(|word| word.text).unwrap_or_default())
             }
         }
     }
 
-    fn expand_heredoc(&mut self, body: &str, depth: usize) {
-        if !body.contains('$') && !body.contains('`') {
-            return;
+    /// A redirection's file: `None` when it is only known at run time (a parameter, a glob,
+    /// or braces that make several words, which bash refuses as an ambiguous redirect).
+    fn redirect_target(&mut self, word: &str, depth: usize) -> Option<String> {
+        let mut words = self.expand(word, depth);
+        match words.as_slice() {
+            [only] if !only.dynamic && !only.glob => words.pop().map(|word| word.text),
+            _ => None,
+        }
+    }
+
+    /// Analyses the substitutions in an unquoted here-document body; returns whether the body
+    /// expands anything (and so is only known at run time).
+    fn expand_heredoc(&mut self, body: &str, depth: usize) -> bool {
+        if !body.contains('$') && !body.contains('`') && !body.contains('\\') {
+            return false;
         }
         let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             brush_parser::word::parse_heredoc(body, &self.options)
         }));
         match parsed {
             Ok(Ok(pieces)) => {
-                let mut sink = Expanded { text: String::new(), dynamic: false, fetched: false };
-                self.expand_pieces(body, &pieces, depth, &mut sink);
+                let mut sink = Expanded::default();
+                self.expand_pieces(body, &pieces, depth, &mut sink, false);
+                // `\` escapes are decoded too, so a body with one is not the text written.
+                sink.dynamic || body.contains('\\')
             }
             // bash may still run substitutions in a body the parser rejects.
-            _ => self.finding(
-                ReasonCode::OpaqueExecution,
-                Tier::High,
-                None,
-                "a here-document body with substitutions the gate cannot parse".to_owned(),
-            ),
+            _ => {
+                self.finding(
+                    ReasonCode::OpaqueExecution,
+                    Tier::High,
+                    None,
+                    "a here-document body with substitutions the gate cannot parse".to_owned(),
+                );
+                true
+            }
         }
     }
 
@@ -877,31 +1134,29 @@ impl Walker<'_> {
                     } else {
                         word.value.as_str()
                     };
-                    let expanded = self.expand(word, depth);
-                    substituted_fetch |= expanded.fetched;
-                    if expanded.dynamic {
-                        if part.argv.is_empty() {
-                            part.dynamic_program = true;
-                        } else {
-                            part.dynamic_args = true;
-                        }
+                    for expanded in self.expand(word, depth) {
+                        substituted_fetch |= expanded.fetched;
+                        part.push_word(expanded);
                     }
-                    part.argv.push(expanded.text);
                 }
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(assignment, word) => {
                     // `FOO=$(…) cmd`: the substitution runs. After the command name the word is
-                    // an ordinary argument (`dd of=/dev/sda`).
-                    let expanded = self.expand(&word.value, depth);
-                    substituted_fetch |= expanded.fetched;
+                    // an ordinary argument (`dd of=/dev/sda`), brace-expanded like any other.
                     if in_prefix {
+                        // bash does not brace-expand an assignment.
+                        let expanded = self.expand_one(&word.value, depth);
+                        substituted_fetch |= expanded.fetched;
                         let harmless = match &assignment.name {
                             ast::AssignmentName::VariableName(name) => HARMLESS_VARIABLES.contains(&name.as_str()),
                             ast::AssignmentName::ArrayElementName(..) => false,
                         };
-                        part.environment_override |= !harmless;
+                        // A value only known at run time may be anything, even in a harmless name.
+                        part.environment_override |= !harmless || expanded.dynamic;
                     } else {
-                        part.dynamic_args |= expanded.dynamic;
-                        part.argv.push(expanded.text);
+                        for expanded in self.expand(&word.value, depth) {
+                            substituted_fetch |= expanded.fetched;
+                            part.push_word(expanded);
+                        }
                     }
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell) => {
@@ -911,7 +1166,7 @@ impl Walker<'_> {
                         self.analysis.parts[first_part..].iter().any(|part| FETCHERS.contains(&part.program()));
                     // The argument bash passes is a pipe (`/dev/fd/N`); the commands inside were
                     // judged on their own above.
-                    part.argv.push("/dev/fd/63".to_owned());
+                    part.push_word(Expanded { text: "/dev/fd/63".to_owned(), ..Expanded::default() });
                 }
             }
         }
@@ -947,47 +1202,19 @@ impl Walker<'_> {
         }
     }
 
-    /// Strips wrappers that run another command (`env`, `sudo`, `nice`, `xargs`, …).
+    /// Strips wrappers that run another command (`env`, `sudo`, `nice`, `time`, `xargs`, …).
+    /// A wrapper's own options are judged with its declared grammar: a `WRITE` value (`time -o
+    /// FILE`) becomes a write of the part, and an undeclared option makes the part opaque.
     fn unwrap_wrappers(&mut self, part: &mut CommandPart) {
         for _ in 0..8 {
             let program = part.program().to_owned();
             let skip = match program.as_str() {
-                "env" => {
-                    let args = part.args().to_vec();
-                    let args = args.as_slice();
-                    // `env -S '…'` splits a string into a command, `env -C dir` moves: opaque.
-                    if args.iter().any(|arg| {
-                        arg.starts_with("-S")
-                            || arg.starts_with("--split")
-                            || arg.starts_with("-C")
-                            || arg.starts_with("--ch")
-                    }) {
-                        part.opaque = true;
-                    }
-                    let skip = skip_options(args, &["-u", "--unset"], true);
-                    if let Some(skip) = skip {
-                        part.environment_override |=
-                            args[..skip].iter().any(|arg| arg.contains('=') && !harmless_assignment(arg));
-                    }
-                    skip
-                }
                 "sudo" | "doas" => {
                     part.privileged = true;
                     skip_options(part.args(), &["-u", "-g", "-h", "-p", "-U", "-C", "-D", "-r", "-t", "-T"], false)
                 }
-                "nice" => skip_options(part.args(), &["-n", "--adjustment"], false),
-                "ionice" => skip_options(part.args(), &["-c", "-n", "-p", "-P", "-u"], false),
-                "nohup" | "builtin" | "chronic" | "unbuffer" | "caffeinate" => skip_options(part.args(), &[], false),
-                // GNU time's `-o FILE` and `-f FORMAT` take values.
-                "time" => skip_options(part.args(), &["-o", "-f", "--output", "--format"], false),
-                // `exec -a NAME cmd`: NAME is only the process title.
-                "exec" => skip_options(part.args(), &["-a"], false),
-                "stdbuf" => skip_options(part.args(), &["-i", "-o", "-e"], false),
-                "timeout" => skip_options(part.args(), &["-s", "--signal", "-k", "--kill-after"], false)
-                    .map(|skipped| skipped + 1), // the duration
-                "command" if !part.args().iter().any(|arg| arg == "-v" || arg == "-V") => {
-                    skip_options(part.args(), &[], false)
-                }
+                // `command -v` looks a name up (judged by the table); `command X` runs X.
+                "command" if part.args().iter().any(|arg| arg == "-v" || arg == "-V") => None,
                 "xargs" => {
                     part.dynamic_args = true;
                     // `xargs -a FILE` reads its arguments from FILE.
@@ -1027,19 +1254,54 @@ impl Walker<'_> {
                         false,
                     )
                 }
-                _ => None,
+                name => match WRAPPER_GRAMMARS.iter().find(|(wrapper, _)| wrapper.names.contains(&name)) {
+                    Some((wrapper, grammar)) => self.judge_wrapper(part, wrapper, grammar),
+                    None => None,
+                },
             };
             let Some(skip) = skip else { return };
             // `sudo` alone or `env` alone is the wrapper itself; keep it as the program.
             if skip + 1 >= part.argv.len() {
                 return;
             }
-            part.argv.drain(..=skip);
+            part.drain_words(skip + 1);
             part.refresh_name();
             if program == "env" && part.args().is_empty() && part.argv.first().is_some_and(|name| name.contains('=')) {
                 return;
             }
         }
+    }
+
+    /// Parses a wrapper's own options; returns how many of its arguments precede the command.
+    fn judge_wrapper(&mut self, part: &mut CommandPart, wrapper: &Wrapper, grammar: &Grammar) -> Option<usize> {
+        let args = part.args().to_vec();
+        let parsed = match grammar.parse(&args) {
+            Ok(parsed) => parsed,
+            Err(_) => {
+                // An option the gate cannot vouch for (`env -S`, `env --chdir`, `time --bogus`):
+                // the part is opaque, but the command is still found for the critical table.
+                part.opaque = true;
+                return skip_options(&args, &[], wrapper.assignments);
+            }
+        };
+        for given in &parsed.options {
+            for (value, role) in &given.values {
+                match role {
+                    Role::Write => part.redirects.push((Some(value.clone()), Access::Write)),
+                    Role::Read => part.redirects.push((Some(value.clone()), Access::Read)),
+                    _ => {}
+                }
+            }
+        }
+        let mut command = parsed.operands.first().map(|(word, _)| *word)?;
+        command += wrapper.leading_operands;
+        if wrapper.assignments {
+            while let Some(word) = args.get(command).filter(|word| word.contains('=')) {
+                part.environment_override |= !harmless_assignment(word);
+                command += 1;
+            }
+        }
+        (command < args.len()).then_some(command)
     }
 
     /// Follows execution into code the command runs: `bash -c`, `eval`, scripts written earlier,
@@ -1251,14 +1513,21 @@ impl Walker<'_> {
             }
         }
         if matches!(part.program(), "cd" | "pushd" | "popd") {
+            self.cd_count += 1;
             let target = part.args().iter().find(|arg| !arg.starts_with('-'));
             if !self.other_cwds.contains(&self.cwd) {
                 self.other_cwds.push(self.cwd.clone());
             }
+            if self.other_cwds.len() > MAX_OTHER_CWDS {
+                // Too many directories the line may be in: unknown, which counts as outside.
+                self.other_cwds.clear();
+                self.cwd = None;
+                return;
+            }
             self.cwd = match (part.program(), target) {
                 ("popd", _) => None,
                 (_, None) => Some(paths::normalize(self.home)),
-                (_, Some(_)) if part.dynamic_args => None,
+                (_, Some(_)) if part.dynamic_args || part.arg_flags().iter().any(|flags| flags.glob) => None,
                 (_, Some(target)) => paths::resolve(target, self.cwd.as_deref(), self.home),
             };
         }
@@ -1277,14 +1546,26 @@ fn has_long_digit_run(word: &str) -> bool {
     false
 }
 
-/// `{…,…}` or `{…..…}` in unquoted text.
-fn is_brace_expansion(text: &str) -> bool {
-    text.find('{').is_some_and(|open| {
-        text[open..].find('}').is_some_and(|close| {
-            let inner = &text[open + 1..open + close];
-            inner.contains(',') || inner.contains("..")
-        })
-    })
+/// Whether unquoted text holds a glob (`*`, `?`, or a `[…]` class), and whether the text,
+/// when `at_start` of its word, begins with one (so a match may begin with `-`).
+fn glob_in_text(text: &str, at_start: bool) -> (bool, bool) {
+    // Any unquoted `[` may open a class (its `]` can come later in the word); `[` alone is
+    // the `test` command.
+    let bracket_class = text.contains('[') && text != "[";
+    let glob = text.contains(['*', '?']) || bracket_class;
+    let leading = glob && at_start && text.starts_with(['*', '?', '[']);
+    (glob, leading)
+}
+
+/// A word shortened for a reason.
+fn truncate_word(word: &str) -> String {
+    if word.chars().count() <= 60 {
+        word.to_owned()
+    } else {
+        let mut out: String = word.chars().take(60).collect();
+        out.push('…');
+        out
+    }
 }
 
 /// The deepest nesting of `(` and `{` characters, quoted or not (a crude bound that only adds

@@ -1,0 +1,2375 @@
+//! The known-safe allowlist: programs the gate may allow on its own, each with every option it
+//! accepts and the role of every value and operand.
+//!
+//! Decides, for one unwrapped shell part, whether an entry vouches for it and, if so, which of
+//! its words are paths read, paths written, or harmless text. It never judges the paths
+//! themselves (the gate does, with `paths.rs`) and never lowers anything by itself. An option
+//! that is not declared, an ambiguous abbreviation, a value in a role that runs code, or an
+//! operand count the grammar does not accept means the entry does not vouch for the part
+//! (fail closed): an allow is a proof, never a blocklist miss. Every entry carries `match` /
+//! `not_match` examples that a unit test runs through the whole gate.
+//!
+//! Writing an entry: list the options from the program's own `--help`, leaving out any option
+//! that runs a program (pagers, preprocessors, `--exec`, compress programs), reads a list of
+//! file names (`--files0-from`), changes the system, or writes somewhere not named by a
+//! `WRITE` value. Leaving a harmless option out only costs automation.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use crate::decision::Tier;
+use crate::gate::argspec::{Grammar, Operands, Parsed, Refusal, Role, Style};
+
+/// A semantic check on a parse the grammar accepted (sed scripts, jq filters, `seq inf`).
+/// `Err` says why the part is not known-safe.
+pub type Check = fn(&Parsed, &Grammar, &[String]) -> Result<(), String>;
+
+pub struct SafeEntry {
+    pub id: &'static str,
+    pub programs: &'static [&'static str],
+    /// The least tier: `low` for reads, `medium` for commands that write by nature (`git
+    /// commit`, `mkdir`). A `WRITE` value raises any entry to `medium`.
+    pub tier: Tier,
+    pub style: Style,
+    /// `--help`-style option lines: `"-o, --output=WRITE"`, `"--color[=TEXT]"`, `"--arg TEXT TEXT"`.
+    pub options: &'static [&'static str],
+    /// The operand grammar: `"PATTERN READ..."`, `"READ... WRITE"`, `"READ? WRITE?"`, `""`.
+    pub operands: &'static str,
+    /// `(option, operands)`: given that option, these operands instead (`grep -e`, `cp -t`).
+    pub alternatives: &'static [(&'static str, &'static str)],
+    /// `head -20`: a dash and digits is a count.
+    pub numeric_option: bool,
+    /// Every option the real program has only shapes its output (none writes, runs a program
+    /// or prints file contents), so a glob that might expand to an option is still harmless.
+    pub any_option_harmless: bool,
+    pub check: Option<Check>,
+    /// The entry covers one narrow form of a program that is otherwise unlisted (`cargo
+    /// --version`): any other use is reported as unlisted, not as a refused flag.
+    pub narrow: bool,
+    pub matches: &'static [&'static str],
+    pub not_matches: &'static [&'static str],
+}
+
+const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry {
+    SafeEntry {
+        id,
+        programs,
+        tier: Tier::Low,
+        style: Style::Gnu,
+        options: &[],
+        operands: "",
+        alternatives: &[],
+        numeric_option: false,
+        any_option_harmless: false,
+        check: None,
+        narrow: false,
+        matches: &[],
+        not_matches: &[],
+    }
+}
+
+/// What the allowlist says about a part.
+pub enum Judgement {
+    /// The entry vouches for the part; each word's slot and the tier follow from the parse.
+    Known { entry: &'static SafeEntry, grammar: &'static Grammar, parsed: Parsed, tier: Tier },
+    /// An entry covers the program but not this use.
+    Refused { entry: &'static SafeEntry, reason: String },
+    /// No entry covers the program.
+    Unlisted,
+}
+
+/// Looks a program's arguments up: the first entry that vouches, else the first refusal.
+pub fn judge(program: &str, args: &[String]) -> Judgement {
+    if program == "find" {
+        return judge_find(args);
+    }
+    let Some(entries) = BY_PROGRAM.get(program) else { return Judgement::Unlisted };
+    let mut refusal = None;
+    for (entry, grammar) in entries {
+        match grammar.parse(args) {
+            Ok(parsed) => {
+                if let Some(check) = entry.check
+                    && let Err(reason) = check(&parsed, grammar, args)
+                {
+                    refusal.get_or_insert(Judgement::Refused { entry, reason });
+                    continue;
+                }
+                let writes = parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
+                    || parsed.operands.iter().any(|(_, role)| *role == Role::Write);
+                let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
+                return Judgement::Known { entry, grammar, parsed, tier };
+            }
+            Err(error) => {
+                refusal.get_or_insert(Judgement::Refused { entry, reason: describe(&error) });
+            }
+        }
+    }
+    match refusal {
+        Some(Judgement::Refused { entry, .. }) if entry.narrow => Judgement::Unlisted,
+        other => other.unwrap_or(Judgement::Unlisted),
+    }
+}
+
+fn describe(refusal: &Refusal) -> String {
+    format!("uses {refusal}")
+}
+
+/// Compiled grammars by program name, built once and checked by a unit test.
+static BY_PROGRAM: LazyLock<HashMap<&'static str, Vec<(&'static SafeEntry, Grammar)>>> = LazyLock::new(|| {
+    let mut map: HashMap<&'static str, Vec<(&'static SafeEntry, Grammar)>> = HashMap::new();
+    for entry in SAFE_COMMANDS {
+        // A grammar that does not compile vouches for nothing; the unit test names the entry.
+        let Ok(grammar) = compile(entry) else { continue };
+        for program in entry.programs {
+            map.entry(program).or_default().push((entry, grammar.clone()));
+        }
+    }
+    map
+});
+
+/// Builds an entry's grammar.
+pub fn compile(entry: &SafeEntry) -> Result<Grammar, String> {
+    let mut grammar = Grammar::new(entry.style, entry.options, entry.operands)
+        .map_err(|error| format!("entry `{}`: {error}", entry.id))?;
+    grammar.numeric_option = entry.numeric_option;
+    for (option, operands) in entry.alternatives {
+        if !grammar.options.iter().any(|declared| declared.is(option)) {
+            return Err(format!("entry `{}`: alternative for undeclared option `{option}`", entry.id));
+        }
+        let operands = Operands::parse(operands).map_err(|error| format!("entry `{}`: {error}", entry.id))?;
+        grammar.alternatives.push(((*option).to_owned(), operands));
+    }
+    Ok(grammar)
+}
+
+/// The values of the options named `name` (long name or letter).
+fn values<'a>(parsed: &'a Parsed, grammar: &'a Grammar, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    parsed
+        .options
+        .iter()
+        .filter(move |given| grammar.options[given.option].is(name))
+        .flat_map(|given| given.values.iter().map(|(value, _)| value.as_str()))
+}
+
+fn operand_words<'a>(parsed: &'a Parsed, args: &'a [String]) -> impl Iterator<Item = &'a str> + 'a {
+    parsed.operands.iter().map(|(word, _)| args[*word].as_str())
+}
+
+/// sed: scripts (from `-e`, `--expression` or the first operand) made only of print, delete,
+/// quit, line-number, hold-space and substitute commands, without `e`, `w`, `r`, `R`, `W`, `F`
+/// or a substitute's `e` / `w` flags. `-i`, `-f` and `--sandbox`-less execution are not declared.
+fn sed_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let mut scripts: Vec<&str> = values(parsed, grammar, "expression").collect();
+    for (word, role) in &parsed.operands {
+        if *role == Role::Script {
+            scripts.push(args[*word].as_str());
+        }
+    }
+    match scripts.iter().find(|script| !sed_script_is_safe(script)) {
+        Some(script) => Err(format!("uses the sed script `{script}`, which can execute, read or write files")),
+        None => Ok(()),
+    }
+}
+
+pub fn sed_script_is_safe(script: &str) -> bool {
+    script.split(['\n', ';']).all(|command| sed_command_is_safe(command.trim()))
+}
+
+fn sed_command_is_safe(command: &str) -> bool {
+    if command.is_empty() {
+        return true;
+    }
+    let Some(rest) = skip_sed_address(command) else { return false };
+    let rest = match rest.strip_prefix(',') {
+        Some(second) => match skip_sed_address(second) {
+            Some(rest) => rest,
+            None => return false,
+        },
+        None => rest,
+    };
+    let rest = rest.trim_start().trim_start_matches('!').trim();
+    match rest.chars().next() {
+        None => true,
+        Some('p' | 'd' | 'q' | '=' | 'n' | 'N' | 'P' | 'D' | 'g' | 'G' | 'h' | 'H' | 'x' | 'l') => rest.len() == 1,
+        Some('s') => {
+            let mut chars = rest.chars().skip(1);
+            let Some(delimiter) = chars.next() else { return false };
+            if delimiter == '\\' || delimiter == '\n' {
+                return false;
+            }
+            let body: String = chars.collect();
+            // An escaped delimiter would shift the sections; refuse rather than guess.
+            if body.contains('\\') && body.contains(&format!("\\{delimiter}")) {
+                return false;
+            }
+            let mut sections = body.split(delimiter);
+            let (Some(_pattern), Some(_replacement), Some(flags)) = (sections.next(), sections.next(), sections.next())
+            else {
+                return false;
+            };
+            sections.next().is_none()
+                && flags.chars().all(|c| matches!(c, 'g' | 'i' | 'I' | 'p' | 'm' | 'M') || c.is_ascii_digit())
+        }
+        Some(_) => false,
+    }
+}
+
+/// Skips one sed address (`12`, `$`, `/regex/`, `first~step`); `None` on an unterminated regex.
+fn skip_sed_address(command: &str) -> Option<&str> {
+    if let Some(after) = command.strip_prefix('/') {
+        let mut escaped = false;
+        for (index, c) in after.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '/' if !escaped => return Some(&after[index + 1..]),
+                _ => escaped = false,
+            }
+        }
+        return None;
+    }
+    Some(command.trim_start_matches(|c: char| c.is_ascii_digit() || c == '$' || c == '~'))
+}
+
+/// jq: the filter must not read the environment (`env`, `$ENV`) or input file names.
+fn jq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let reads_environment = |filter: &str| {
+        filter.contains("$ENV")
+            || filter.contains("input_filename")
+            || filter.contains("$__prog")
+            || filter.match_indices("env").any(|(index, _)| {
+                let before = filter[..index].chars().next_back();
+                let after = filter[index + 3..].chars().next();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+    };
+    for (word, role) in &parsed.operands {
+        if *role == Role::Script && reads_environment(&args[*word]) {
+            return Err("uses a filter that reads the environment".to_owned());
+        }
+    }
+    Ok(())
+}
+
+/// seq: `inf` and `nan` never end.
+fn seq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    if operand_words(parsed, args).any(|word| {
+        let lower = word.to_ascii_lowercase();
+        lower.contains("inf") || lower.contains("nan") || word.len() > 9
+    }) {
+        return Err("uses an unbounded sequence".to_owned());
+    }
+    Ok(())
+}
+
+/// test / `[`: `-v NAME[subscript]` evaluates the subscript as arithmetic, and `-o OPTION`
+/// reads shell options; any `[` inside an operand is refused too.
+fn test_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let words: Vec<&str> = operand_words(parsed, args).collect();
+    let inner = match words.first() {
+        Some(&"[") => return Err("is a `[` used as an operand".to_owned()),
+        _ => &words[..],
+    };
+    if inner.iter().any(|word| *word == "-v" || *word == "-R" || word.contains('[')) {
+        return Err("uses `-v`, `-R` or an array subscript, which evaluates code".to_owned());
+    }
+    Ok(())
+}
+
+/// git config: only the read forms (`--get`, `--list`, one bare key), never `edit` or `set`.
+fn git_config_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let reading = ["get", "get-all", "get-regexp", "list", "l"].iter().any(|name| parsed.has(grammar, name));
+    let operands: Vec<&str> = operand_words(parsed, args).collect();
+    match operands.as_slice() {
+        [] if reading => Ok(()),
+        [key] if !reading => {
+            if matches!(*key, "edit" | "set" | "unset" | "rename-section" | "remove-section" | "list" | "get") {
+                Err(format!("uses the `{key}` form"))
+            } else {
+                Ok(())
+            }
+        }
+        [_] | [_, _] if reading => Ok(()),
+        _ => Err("is not a configuration read".to_owned()),
+    }
+}
+
+/// git switch / checkout: only the forms that create a branch.
+fn git_create_branch_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
+    if parsed.has(grammar, "c") || parsed.has(grammar, "create") || parsed.has(grammar, "b") {
+        Ok(())
+    } else {
+        Err("does not create a branch (switching can discard work)".to_owned())
+    }
+}
+
+/// git restore: only unstaging.
+fn git_restore_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
+    if parsed.has(grammar, "staged") {
+        Ok(())
+    } else {
+        Err("restores the working tree (discards changes)".to_owned())
+    }
+}
+
+/// `git remote get-url` and `git stash list|show` and friends: the named sub-subcommand.
+fn first_operand_is(parsed: &Parsed, args: &[String], allowed: &[&str]) -> Result<(), String> {
+    match operand_words(parsed, args).next() {
+        Some(first) if allowed.contains(&first) => Ok(()),
+        Some(first) => Err(format!("uses the `{first}` form")),
+        None => Err("needs a subcommand".to_owned()),
+    }
+}
+
+fn git_stash_read_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    first_operand_is(parsed, args, &["list", "show"])
+}
+
+fn git_stash_push_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    match operand_words(parsed, args).next() {
+        None | Some("push" | "save") => Ok(()),
+        Some(first) => Err(format!("uses the `{first}` form")),
+    }
+}
+
+fn git_remote_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    match operand_words(parsed, args).collect::<Vec<_>>().as_slice() {
+        [] => Ok(()),
+        ["get-url", _] => Ok(()),
+        [first, ..] => Err(format!("uses the `{first}` form")),
+    }
+}
+
+fn git_worktree_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    first_operand_is(parsed, args, &["list"])
+}
+
+fn git_reflog_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    match operand_words(parsed, args).next() {
+        None | Some("show") => Ok(()),
+        Some(first) if !matches!(first, "expire" | "delete" | "drop" | "exists") => Ok(()),
+        Some(first) => Err(format!("uses the `{first}` form")),
+    }
+}
+
+/// `command -v NAME` / `command -V NAME` look a name up; `command NAME` runs it (unwrapped
+/// before this table is consulted).
+fn command_lookup_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
+    if parsed.has(grammar, "v") || parsed.has(grammar, "V") {
+        Ok(())
+    } else {
+        Err("runs the command".to_owned())
+    }
+}
+
+/// `cd -` goes to `$OLDPWD`, only known at run time.
+fn cd_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    if operand_words(parsed, args).any(|word| word == "-") {
+        return Err("uses `-` (a directory only known at run time)".to_owned());
+    }
+    Ok(())
+}
+
+/// A version query only: `python3 --version`, not `python3 script.py`.
+fn version_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    if parsed.options.len() == 1 && parsed.operands.is_empty() && args.len() == 1 {
+        Ok(())
+    } else {
+        Err("is not a version query".to_owned())
+    }
+}
+
+/// The revision and diff options git's log, show, diff and friends share. Left out: options
+/// that write (`--output`), run external programs (`--ext-diff`, `--textconv`, `--show-signature`
+/// runs gpg, `--no-index` reads outside the repository), or read lists from stdin.
+const GIT_LOG_OPTIONS: &[&str] = &[
+    "--oneline",
+    "-n, --max-count=NUM",
+    "--skip=NUM",
+    "--graph",
+    "--all",
+    "--decorate[=TEXT]",
+    "--no-decorate",
+    "--stat[=TEXT]",
+    "--shortstat",
+    "--numstat",
+    "--name-only",
+    "--name-status",
+    "-p, --patch",
+    "-u",
+    "--no-patch",
+    "-s",
+    "--format=TEXT",
+    "--pretty[=TEXT]",
+    "--abbrev-commit",
+    "--no-abbrev-commit",
+    "--abbrev[=TEXT]",
+    "--no-abbrev",
+    "--since=TEXT",
+    "--until=TEXT",
+    "--after=TEXT",
+    "--before=TEXT",
+    "--author=PATTERN",
+    "--committer=PATTERN",
+    "--grep=PATTERN",
+    "-i, --regexp-ignore-case",
+    "--all-match",
+    "--invert-grep",
+    "-E, --extended-regexp",
+    "-F, --fixed-strings",
+    "--merges",
+    "--no-merges",
+    "--first-parent",
+    "--reverse",
+    "--date=TEXT",
+    "--relative-date",
+    "--follow",
+    "-L TEXT",
+    "-S PATTERN",
+    "-G PATTERN",
+    "--pickaxe-all",
+    "--pickaxe-regex",
+    "--cached",
+    "--staged",
+    "--color[=TEXT]",
+    "--no-color",
+    "--word-diff[=TEXT]",
+    "--color-words[=TEXT]",
+    "-w, --ignore-all-space",
+    "-b, --ignore-space-change",
+    "--ignore-blank-lines",
+    "--ignore-cr-at-eol",
+    "-U, --unified=NUM",
+    "-M, --find-renames[=TEXT]",
+    "-C, --find-copies[=TEXT]",
+    "--diff-filter=TEXT",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--summary",
+    "--compact-summary",
+    "--dirstat[=TEXT]",
+    "--check",
+    "--exit-code",
+    "--quiet",
+    "--minimal",
+    "--patience",
+    "--histogram",
+    "--diff-algorithm=TEXT",
+    "--full-diff",
+    "--topo-order",
+    "--date-order",
+    "--author-date-order",
+    "--left-right",
+    "--cherry-pick",
+    "--cherry-mark",
+    "--boundary",
+    "--branches[=TEXT]",
+    "--tags[=TEXT]",
+    "--remotes[=TEXT]",
+    "--max-parents=NUM",
+    "--min-parents=NUM",
+    "--simplify-by-decoration",
+    "--ancestry-path",
+    "--count",
+    "--parents",
+    "--children",
+    "--source",
+    "--mailmap",
+    "--no-mailmap",
+    "-z",
+    "--raw",
+    "--full-index",
+    "--src-prefix=TEXT",
+    "--dst-prefix=TEXT",
+    "--no-prefix",
+    "--relative[=TEXT]",
+    "-R",
+    "-a, --text",
+    "-W, --function-context",
+    "--patch-with-stat",
+    "-c",
+    "--cc",
+    "-m",
+    "--diff-merges=TEXT",
+    "--encoding=TEXT",
+    "--no-renames",
+    "--name-rev",
+];
+
+pub static SAFE_COMMANDS: &[SafeEntry] = &[
+    SafeEntry {
+        options: &[
+            "-a, --all",
+            "-A, --almost-all",
+            "-l",
+            "-h, --human-readable",
+            "-R, --recursive",
+            "-t",
+            "-r, --reverse",
+            "-S",
+            "-1",
+            "-d, --directory",
+            "-F, --classify[=TEXT]",
+            "-i, --inode",
+            "-s, --size",
+            "-n, --numeric-uid-gid",
+            "-g",
+            "-o",
+            "-G, --no-group",
+            "-C",
+            "-x",
+            "-m",
+            "-p",
+            "-U",
+            "-v",
+            "-X",
+            "-c",
+            "-u",
+            "-L, --dereference",
+            "-H, --dereference-command-line",
+            "-k, --kibibytes",
+            "-b, --escape",
+            "-q, --hide-control-chars",
+            "-N, --literal",
+            "-Q, --quote-name",
+            "-Z, --context",
+            "-T, --tabsize=NUM",
+            "-w, --width=NUM",
+            "-I, --ignore=PATTERN",
+            "--hide=PATTERN",
+            "--color[=TEXT]",
+            "--sort=TEXT",
+            "--time=TEXT",
+            "--time-style=TEXT",
+            "--format=TEXT",
+            "--group-directories-first",
+            "--indicator-style=TEXT",
+            "--full-time",
+            "--quoting-style=TEXT",
+            "--block-size=TEXT",
+            "--si",
+            "--hyperlink[=TEXT]",
+            "--author",
+            "--file-type",
+            "--zero",
+        ],
+        operands: "READ...",
+        any_option_harmless: true,
+        matches: &["ls -la", "ls src/ tests/", "ls -la --color=never src", "ls src/*.rs"],
+        not_matches: &["ls ~/.ssh", "ls /etc", "ls --bogus", "ls .en*"],
+        ..entry("safe.ls", &["ls", "dir"])
+    },
+    SafeEntry {
+        options: &[
+            "-A, --show-all",
+            "-b, --number-nonblank",
+            "-e",
+            "-E, --show-ends",
+            "-n, --number",
+            "-s, --squeeze-blank",
+            "-t",
+            "-T, --show-tabs",
+            "-u",
+            "-v, --show-nonprinting",
+        ],
+        operands: "READ...",
+        matches: &["cat src/main.rs", "cat -n a.txt b.txt", "cat src/*.rs"],
+        not_matches: &["cat ~/.aws/credentials", "cat .env", "cat /proc/self/environ", "cat *.rs"],
+        ..entry("safe.cat", &["cat"])
+    },
+    SafeEntry {
+        options: &["-b, --before", "-r, --regex", "-s, --separator=TEXT"],
+        operands: "READ...",
+        matches: &["tac logs/app.log"],
+        not_matches: &["tac -s x ~/.ssh/id_rsa"],
+        ..entry("safe.tac", &["tac"])
+    },
+    SafeEntry {
+        options: &["-n, --lines=TEXT", "-c, --bytes=TEXT", "-q, --quiet, --silent", "-v, --verbose", "-z, --zero-terminated"],
+        operands: "READ...",
+        numeric_option: true,
+        matches: &["head -n 20 Cargo.toml", "head -20 src/lib.rs", "head -1 evals/shell-commands.jsonl"],
+        not_matches: &["head /etc/shadow", "head -s x"],
+        ..entry("safe.head", &["head"])
+    },
+    SafeEntry {
+        options: &[
+            "-n, --lines=TEXT",
+            "-c, --bytes=TEXT",
+            "-q, --quiet, --silent",
+            "-v, --verbose",
+            "-z, --zero-terminated",
+            "-f, --follow[=TEXT]",
+            "-F",
+            "--retry",
+            "-s, --sleep-interval=NUM",
+            "--pid=NUM",
+            "--max-unchanged-stats=NUM",
+        ],
+        operands: "READ...",
+        numeric_option: true,
+        matches: &["tail -f logs/app.log", "tail -n 100 logs/test-output.log"],
+        not_matches: &["tail /etc/shadow", "tail --pid=1 --bogus x"],
+        ..entry("safe.tail", &["tail"])
+    },
+    SafeEntry {
+        options: &[
+            "-c, --bytes",
+            "-m, --chars",
+            "-l, --lines",
+            "-L, --max-line-length",
+            "-w, --words",
+            "--total=TEXT",
+        ],
+        operands: "READ...",
+        any_option_harmless: true,
+        matches: &["wc -l src/*.rs", "wc -l *.rs", "wc -c Cargo.toml"],
+        not_matches: &["wc -l ~/.ssh/id_rsa", "wc --files0-from=- x"],
+        ..entry("safe.wc", &["wc"])
+    },
+    SafeEntry {
+        options: &[
+            "-b, --body-numbering=TEXT",
+            "-d, --section-delimiter=TEXT",
+            "-h, --header-numbering=TEXT",
+            "-i, --line-increment=NUM",
+            "-n, --number-format=TEXT",
+            "-s, --number-separator=TEXT",
+            "-v, --starting-line-number=NUM",
+            "-w, --number-width=NUM",
+        ],
+        operands: "READ...",
+        matches: &["nl src/main.rs"],
+        not_matches: &["nl /etc/passwd"],
+        ..entry("safe.nl", &["nl"])
+    },
+    SafeEntry {
+        options: &[
+            "-b, --brief",
+            "-i, --mime",
+            "--mime-type",
+            "--mime-encoding",
+            "-L, --dereference",
+            "-h, --no-dereference",
+            "-z, --uncompress",
+            "-k, --keep-going",
+            "-0, --print0",
+            "-N, --no-pad",
+            "-s, --special-files",
+            "-E",
+        ],
+        operands: "READ...",
+        matches: &["file target/debug/permit"],
+        not_matches: &["file -f - x"],
+        ..entry("safe.file", &["file"])
+    },
+    SafeEntry {
+        options: &[
+            "-L, --dereference",
+            "-f, --file-system",
+            "-c, --format=TEXT",
+            "--printf=TEXT",
+            "-t, --terse",
+            "--cached=TEXT",
+        ],
+        operands: "READ...",
+        matches: &["stat Cargo.toml", "stat -c %s Cargo.toml"],
+        not_matches: &["stat ~/.ssh/id_rsa"],
+        ..entry("safe.stat", &["stat"])
+    },
+    SafeEntry {
+        options: &[
+            "-b",
+            "-c",
+            "-C",
+            "-d",
+            "-o",
+            "-x",
+            "-v",
+            "-n NUM",
+            "-s NUM",
+            "-e TEXT",
+            "-L",
+        ],
+        style: Style::Posix,
+        operands: "READ...",
+        matches: &["hexdump -C target/x.bin"],
+        not_matches: &["hexdump -f fmt x"],
+        ..entry("safe.hexdump", &["hexdump", "hd"])
+    },
+    SafeEntry {
+        options: &[
+            "-A, --address-radix=TEXT",
+            "-j, --skip-bytes=NUM",
+            "-N, --read-bytes=NUM",
+            "-S, --strings[=NUM]",
+            "-t, --format=TEXT",
+            "-v, --output-duplicates",
+            "-w, --width[=NUM]",
+            "--endian=TEXT",
+            "-a",
+            "-b",
+            "-c",
+            "-d",
+            "-f",
+            "-i",
+            "-l",
+            "-o",
+            "-s",
+            "-x",
+        ],
+        operands: "READ...",
+        matches: &["od -c data.bin"],
+        not_matches: &["od -c /etc/shadow"],
+        ..entry("safe.od", &["od"])
+    },
+    SafeEntry {
+        options: &[
+            "-b, --binary",
+            "-t, --text",
+            "-z, --zero",
+            "--tag",
+            "-a, --algorithm=TEXT",
+            "-l, --length=NUM",
+            "--untagged",
+            "--base64",
+            "--raw",
+        ],
+        operands: "READ...",
+        matches: &["sha256sum Cargo.lock", "md5sum a b"],
+        not_matches: &["sha256sum -c sums.txt", "md5sum ~/.ssh/id_rsa"],
+        ..entry("safe.checksum", &["md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum"])
+    },
+    SafeEntry {
+        options: &[
+            "-a, --all",
+            "-d, --data",
+            "-f, --print-file-name",
+            "-n, --bytes=NUM",
+            "-t, --radix=TEXT",
+            "-e, --encoding=TEXT",
+            "-w, --include-all-whitespace",
+            "-s, --output-separator=TEXT",
+        ],
+        operands: "READ...",
+        numeric_option: true,
+        matches: &["strings target/debug/permit"],
+        not_matches: &["strings -T x y"],
+        ..entry("safe.strings", &["strings"])
+    },
+    SafeEntry {
+        options: &[
+            "-r, --recursive",
+            "-R, --dereference-recursive",
+            "-n, --line-number",
+            "-i, --ignore-case",
+            "--no-ignore-case",
+            "-y",
+            "-l, --files-with-matches",
+            "-L, --files-without-match",
+            "-c, --count",
+            "-v, --invert-match",
+            "-w, --word-regexp",
+            "-x, --line-regexp",
+            "-E, --extended-regexp",
+            "-F, --fixed-strings",
+            "-G, --basic-regexp",
+            "-P, --perl-regexp",
+            "-o, --only-matching",
+            "-q, --quiet, --silent",
+            "-s, --no-messages",
+            "-h, --no-filename",
+            "-H, --with-filename",
+            "-A, --after-context=NUM",
+            "-B, --before-context=NUM",
+            "-C, --context=NUM",
+            "-m, --max-count=NUM",
+            "-e, --regexp=PATTERN",
+            "-f, --file=READ",
+            "--include=PATTERN",
+            "--exclude=PATTERN",
+            "--exclude-dir=PATTERN",
+            "--exclude-from=READ",
+            "--color[=TEXT]",
+            "--colour[=TEXT]",
+            "-a, --text",
+            "-I",
+            "-z, --null-data",
+            "-Z, --null",
+            "--line-buffered",
+            "-b, --byte-offset",
+            "-T, --initial-tab",
+            "-U, --binary",
+            "--label=TEXT",
+            "--binary-files=TEXT",
+            "-d, --directories=TEXT",
+            "-D, --devices=TEXT",
+        ],
+        operands: "PATTERN READ...",
+        alternatives: &[("e", "READ..."), ("f", "READ...")],
+        numeric_option: true,
+        matches: &["grep -rn TODO src", "grep -c fn src/lib.rs", "grep -A10 '\\[dependencies\\]' Cargo.toml", "grep -e a -e b src/*.rs"],
+        not_matches: &["grep -r password ~/.aws", "grep x *", "grep --pre=sh x y"],
+        ..entry("safe.grep", &["grep", "egrep", "fgrep"])
+    },
+    SafeEntry {
+        style: Style::GnuExact,
+        options: &[
+            "-n, --line-number",
+            "-N, --no-line-number",
+            "-i, --ignore-case",
+            "-s, --case-sensitive",
+            "-S, --smart-case",
+            "-w, --word-regexp",
+            "-x, --line-regexp",
+            "-v, --invert-match",
+            "-c, --count",
+            "--count-matches",
+            "-l, --files-with-matches",
+            "--files-without-match",
+            "--files",
+            "--type-list",
+            "-t, --type=TEXT",
+            "-T, --type-not=TEXT",
+            "-g, --glob=PATTERN",
+            "--iglob=PATTERN",
+            "-A, --after-context=NUM",
+            "-B, --before-context=NUM",
+            "-C, --context=NUM",
+            "-m, --max-count=NUM",
+            "-e, --regexp=PATTERN",
+            "-f, --file=READ",
+            "-F, --fixed-strings",
+            "-U, --multiline",
+            "-P, --pcre2",
+            "-o, --only-matching",
+            "-r, --replace=TEXT",
+            "--hidden",
+            "--no-ignore",
+            "--no-ignore-vcs",
+            "-u, --unrestricted",
+            "--json",
+            "--no-heading",
+            "--heading",
+            "--color=TEXT",
+            "--colors=TEXT",
+            "--vimgrep",
+            "-H, --with-filename",
+            "-I, --no-filename",
+            "--sort=TEXT",
+            "--sortr=TEXT",
+            "-d, --max-depth=NUM",
+            "--max-filesize=TEXT",
+            "-0, --null",
+            "--trim",
+            "--stats",
+            "-q, --quiet",
+            "-L, --follow",
+            "-a, --text",
+            "-p, --pretty",
+            "--column",
+            "-b, --byte-offset",
+            "--no-messages",
+            "-j, --threads=NUM",
+            "-M, --max-columns=NUM",
+            "--version",
+        ],
+        operands: "PATTERN READ...",
+        alternatives: &[("e", "READ..."), ("f", "READ..."), ("files", "READ..."), ("type-list", ""), ("version", "")],
+        matches: &["rg -n 'fn main' src", "rg --files", "rg -t rust 'unwrap\\(\\)' src"],
+        not_matches: &["rg --pre ./x.sh TODO", "rg --pre=sh TODO", "rg -z x", "rg --pr=sh x"],
+        ..entry("safe.rg", &["rg"])
+    },
+    SafeEntry {
+        style: Style::NoOptions,
+        operands: "TEXT...",
+        matches: &["echo done", "echo 'rm -rf ~'", "echo -n hi"],
+        not_matches: &["echo x > ~/.bashrc", "echo $AWS_SECRET_ACCESS_KEY"],
+        ..entry("safe.echo", &["echo", "true", "false", ":"])
+    },
+    SafeEntry {
+        style: Style::Posix,
+        operands: "TEXT...",
+        matches: &["printf '%s\\n' done"],
+        not_matches: &["printf -v PATH %s /tmp/evil", "printf x > ~/.profile"],
+        ..entry("safe.printf", &["printf"])
+    },
+    SafeEntry {
+        options: &["-L", "-P"],
+        operands: "",
+        matches: &["pwd"],
+        not_matches: &["pwd --bogus"],
+        ..entry("safe.pwd", &["pwd"])
+    },
+    SafeEntry {
+        options: &["-a", "-s", "-n", "-r", "-v", "-m", "-p", "-i", "-o", "--all", "--kernel-name", "--nodename", "--kernel-release", "--kernel-version", "--machine", "--processor", "--hardware-platform", "--operating-system"],
+        operands: "",
+        matches: &["uname -a"],
+        not_matches: &["uname x"],
+        ..entry("safe.uname", &["uname"])
+    },
+    SafeEntry {
+        options: &["-u, --user", "-g, --group", "-G, --groups", "-n, --name", "-r, --real", "-z, --zero"],
+        operands: "TEXT?",
+        matches: &["id", "id -u", "whoami"],
+        not_matches: &["id --bogus"],
+        ..entry("safe.id", &["id", "whoami", "groups", "logname"])
+    },
+    SafeEntry {
+        options: &["--all", "--ignore=NUM"],
+        operands: "",
+        matches: &["nproc"],
+        not_matches: &["nproc x"],
+        ..entry("safe.nproc", &["nproc"])
+    },
+    SafeEntry {
+        style: Style::Posix,
+        operands: "TEXT...",
+        matches: &["sleep 1"],
+        not_matches: &["sleep 1 > /etc/x"],
+        ..entry("safe.sleep", &["sleep"])
+    },
+    SafeEntry {
+        options: &["-a", "-f", "-p", "-P", "-t"],
+        style: Style::Posix,
+        operands: "TEXT...",
+        matches: &["type cargo", "which cargo", "which -a python3"],
+        not_matches: &["which --bogus x"],
+        ..entry("safe.which", &["type", "which", "whereis"])
+    },
+    SafeEntry {
+        options: &["-a, --multiple", "-s, --suffix=TEXT", "-z, --zero"],
+        operands: "TEXT...",
+        matches: &["basename src/main.rs .rs", "dirname src/main.rs"],
+        not_matches: &["basename --bogus x"],
+        ..entry("safe.basename", &["basename", "dirname"])
+    },
+    SafeEntry {
+        options: &[
+            "-e, --canonicalize-existing",
+            "-f, --canonicalize",
+            "-m, --canonicalize-missing",
+            "-n, --no-newline",
+            "-q, --quiet",
+            "-s, --silent, --strip, --no-symlinks",
+            "-z, --zero",
+            "-L, --logical",
+            "-P, --physical",
+            "-v, --verbose",
+            "--relative-to=READ",
+            "--relative-base=READ",
+        ],
+        operands: "READ...",
+        matches: &["realpath src", "readlink -f target"],
+        not_matches: &["realpath ~/.ssh/id_rsa"],
+        ..entry("safe.realpath", &["realpath", "readlink"])
+    },
+    SafeEntry {
+        options: &[
+            "-a, --all",
+            "-s, --summarize",
+            "-h, --human-readable",
+            "-c, --total",
+            "-d, --max-depth=NUM",
+            "-k",
+            "-m",
+            "-b, --bytes",
+            "-x, --one-file-system",
+            "-L, --dereference",
+            "-P, --no-dereference",
+            "-S, --separate-dirs",
+            "-l, --count-links",
+            "-0, --null",
+            "--apparent-size",
+            "--exclude=PATTERN",
+            "--time[=TEXT]",
+            "--time-style=TEXT",
+            "--si",
+            "--inodes",
+            "--block-size=TEXT",
+            "-B=TEXT",
+            "-t, --threshold=TEXT",
+        ],
+        operands: "READ...",
+        any_option_harmless: true,
+        matches: &["du -sh target", "du -sh *"],
+        not_matches: &["du -sh ~"],
+        ..entry("safe.du", &["du"])
+    },
+    SafeEntry {
+        options: &[
+            "-a, --all",
+            "-h, --human-readable",
+            "-H, --si",
+            "-i, --inodes",
+            "-k",
+            "-l, --local",
+            "-P, --portability",
+            "-T, --print-type",
+            "-t, --type=TEXT",
+            "-x, --exclude-type=TEXT",
+            "--output[=TEXT]",
+            "--total",
+            "-B, --block-size=TEXT",
+        ],
+        operands: "READ...",
+        any_option_harmless: true,
+        matches: &["df -h ."],
+        not_matches: &["df --bogus"],
+        ..entry("safe.df", &["df"])
+    },
+    SafeEntry {
+        options: &["-b, --bytes", "-g, --gibi", "-h, --human", "-k, --kibi", "-m, --mebi", "-t, --total", "-w, --wide", "-s, --seconds=NUM", "-c, --count=NUM"],
+        operands: "",
+        matches: &["free -h", "uptime"],
+        not_matches: &["free x"],
+        ..entry("safe.free", &["free", "uptime"])
+    },
+    SafeEntry {
+        options: &["-s, --silent, --quiet"],
+        operands: "",
+        matches: &["tty"],
+        not_matches: &["tty x"],
+        ..entry("safe.tty", &["tty"])
+    },
+    SafeEntry {
+        options: &["-a, --all-locales", "-m, --charmaps", "-k, --keyword-name", "-c, --category-name"],
+        operands: "TEXT...",
+        matches: &["locale"],
+        not_matches: &["locale --bogus"],
+        ..entry("safe.locale", &["locale"])
+    },
+    SafeEntry {
+        options: &["-a"],
+        style: Style::Posix,
+        operands: "TEXT...",
+        matches: &["getconf PAGESIZE"],
+        not_matches: &["getconf -v x"],
+        ..entry("safe.getconf", &["getconf"])
+    },
+    SafeEntry {
+        options: &[
+            "-b, --bytes=TEXT",
+            "-c, --characters=TEXT",
+            "-d, --delimiter=TEXT",
+            "-f, --fields=TEXT",
+            "-n",
+            "-s, --only-delimited",
+            "-z, --zero-terminated",
+            "--complement",
+            "--output-delimiter=TEXT",
+        ],
+        operands: "READ...",
+        matches: &["cut -d, -f1 data.csv"],
+        not_matches: &["cut -f1 /etc/passwd"],
+        ..entry("safe.cut", &["cut"])
+    },
+    SafeEntry {
+        options: &["-c, -C, --complement", "-d, --delete", "-s, --squeeze-repeats", "-t, --truncate-set1"],
+        operands: "TEXT TEXT?",
+        matches: &["tr -d '\\r'", "tr a-z A-Z"],
+        not_matches: &["tr --bogus a b"],
+        ..entry("safe.tr", &["tr"])
+    },
+    SafeEntry {
+        options: &[
+            "-t, --table",
+            "-s, --separator=TEXT",
+            "-o, --output-separator=TEXT",
+            "-c, --output-width=NUM",
+            "-x, --fillrows",
+            "-n",
+            "-e",
+            "-N, --table-columns=TEXT",
+            "-J, --json",
+            "-l, --table-columns-limit=NUM",
+            "-R, --table-right=TEXT",
+            "-H, --table-hide=TEXT",
+            "-r, --tree=TEXT",
+            "-d, --table-noheadings",
+            "-W, --table-wrap=TEXT",
+            "-L, --keep-empty-lines",
+        ],
+        operands: "READ...",
+        matches: &["column -t -s, data.csv"],
+        not_matches: &["column -t /etc/passwd"],
+        ..entry("safe.column", &["column"])
+    },
+    SafeEntry {
+        options: &["-w, --width=NUM", "-s, --spaces", "-b, --bytes"],
+        operands: "READ...",
+        numeric_option: true,
+        matches: &["fold -w 80 README.md"],
+        not_matches: &["fold -w 80 /etc/passwd"],
+        ..entry("safe.fold", &["fold"])
+    },
+    SafeEntry {
+        options: &[
+            "-w, --width=NUM",
+            "-g, --goal=NUM",
+            "-s, --split-only",
+            "-u, --uniform-spacing",
+            "-p, --prefix=TEXT",
+            "-t, --tagged-paragraph",
+            "-c, --crown-margin",
+        ],
+        operands: "READ...",
+        numeric_option: true,
+        matches: &["fmt -w 72 NOTES.md"],
+        not_matches: &["fmt ~/.ssh/id_rsa"],
+        ..entry("safe.fmt", &["fmt"])
+    },
+    SafeEntry {
+        options: &["-d, --delimiters=TEXT", "-s, --serial", "-z, --zero-terminated"],
+        operands: "READ...",
+        matches: &["paste -d, a b"],
+        not_matches: &["paste .env x"],
+        ..entry("safe.paste", &["paste"])
+    },
+    SafeEntry {
+        options: &["-0, --zero"],
+        operands: "READ...",
+        matches: &["rev a.txt", "tsort deps.txt"],
+        not_matches: &["rev /etc/shadow"],
+        ..entry("safe.rev", &["rev", "tsort"])
+    },
+    SafeEntry {
+        options: &["-i, --initial", "-a, --all", "--first-only", "-t, --tabs=TEXT"],
+        operands: "READ...",
+        matches: &["expand -t 4 src/main.c"],
+        not_matches: &["expand -t 4 /etc/passwd"],
+        ..entry("safe.expand", &["expand", "unexpand"])
+    },
+    SafeEntry {
+        options: &[
+            "-u",
+            "-U, --unified=NUM",
+            "-c",
+            "-C, --context=NUM",
+            "-q, --brief",
+            "-s, --report-identical-files",
+            "-r, --recursive",
+            "-N, --new-file",
+            "--unidirectional-new-file",
+            "-y, --side-by-side",
+            "-W, --width=NUM",
+            "--left-column",
+            "--suppress-common-lines",
+            "-w, --ignore-all-space",
+            "-b, --ignore-space-change",
+            "-B, --ignore-blank-lines",
+            "-Z, --ignore-trailing-space",
+            "-E, --ignore-tab-expansion",
+            "-i, --ignore-case",
+            "--ignore-file-name-case",
+            "--no-ignore-file-name-case",
+            "-I, --ignore-matching-lines=PATTERN",
+            "-a, --text",
+            "--strip-trailing-cr",
+            "-p, --show-c-function",
+            "-F, --show-function-line=PATTERN",
+            "-t, --expand-tabs",
+            "-T, --initial-tab",
+            "--color[=TEXT]",
+            "--label=TEXT",
+            "-x, --exclude=PATTERN",
+            "-X, --exclude-from=READ",
+            "-S, --starting-file=TEXT",
+            "--from-file=READ",
+            "--to-file=READ",
+            "--no-dereference",
+            "-d, --minimal",
+            "--horizon-lines=NUM",
+            "--speed-large-files",
+            "--normal",
+            "-n, --rcs",
+            "-e, --ed",
+            "--tabsize=NUM",
+            "--suppress-blank-empty",
+            "-l, --paginate",
+        ],
+        operands: "READ...",
+        matches: &["diff -u a.txt b.txt", "diff src/a.rs src/b.rs"],
+        not_matches: &["diff ~/.ssh/id_rsa x", "diff --to-file=/etc/shadow a"],
+        ..entry("safe.diff", &["diff", "colordiff"])
+    },
+    SafeEntry {
+        options: &[
+            "-b, --print-bytes",
+            "-i, --ignore-initial=TEXT",
+            "-l, --verbose",
+            "-n, --bytes=NUM",
+            "-s, --quiet, --silent",
+        ],
+        operands: "READ...",
+        matches: &["cmp a.bin b.bin"],
+        not_matches: &["cmp /etc/shadow x"],
+        ..entry("safe.cmp", &["cmp"])
+    },
+    SafeEntry {
+        options: &["-1", "-2", "-3", "--check-order", "--nocheck-order", "--output-delimiter=TEXT", "--total", "-z, --zero-terminated"],
+        operands: "READ READ",
+        matches: &["comm -12 a.txt b.txt"],
+        not_matches: &["comm a b c"],
+        ..entry("safe.comm", &["comm"])
+    },
+    SafeEntry {
+        options: &[
+            "-a NUM",
+            "-e TEXT",
+            "-i, --ignore-case",
+            "-j NUM",
+            "-1 NUM",
+            "-2 NUM",
+            "-o TEXT",
+            "-t TEXT",
+            "-v NUM",
+            "--check-order",
+            "--nocheck-order",
+            "--header",
+            "-z, --zero-terminated",
+        ],
+        operands: "READ READ",
+        matches: &["join -t, a.csv b.csv"],
+        not_matches: &["join a"],
+        ..entry("safe.join", &["join"])
+    },
+    SafeEntry {
+        style: Style::GnuExact,
+        options: &[
+            "-r, --raw-output",
+            "-j, --join-output",
+            "--raw-output0",
+            "-a, --ascii-output",
+            "-c, --compact-output",
+            "-n, --null-input",
+            "-s, --slurp",
+            "-e, --exit-status",
+            "-S, --sort-keys",
+            "-C, --color-output",
+            "-M, --monochrome-output",
+            "-R, --raw-input",
+            "--tab",
+            "--indent NUM",
+            "--arg TEXT TEXT",
+            "--argjson TEXT TEXT",
+            "--seq",
+            "--stream",
+            "--stream-errors",
+        ],
+        operands: "SCRIPT READ...",
+        check: Some(jq_check),
+        matches: &["jq .name package.json", "jq -r '.packages[].name' Cargo.lock.json", "jq -c 'select(.label==\"x\")' a.jsonl"],
+        not_matches: &[
+            "jq . ~/.docker/config.json",
+            "jq -n env",
+            "jq -n '$ENV.AWS_SECRET_ACCESS_KEY'",
+            "jq --rawfile k /etc/shadow -n '$k'",
+            "jq -f prog.jq x",
+        ],
+        ..entry("safe.jq", &["jq"])
+    },
+    SafeEntry {
+        options: &[
+            "-d, --date=TEXT",
+            "-u, --utc, --universal",
+            "-I, --iso-8601[=TEXT]",
+            "-R, --rfc-email",
+            "--rfc-3339=TEXT",
+            "-r, --reference=READ",
+            "--debug",
+        ],
+        operands: "TEXT?",
+        matches: &["date -u +%Y-%m-%d", "date"],
+        not_matches: &["date -s '2020-01-01'", "date -f /home/dev/.netrc", "date 0101000020"],
+        check: Some(date_check),
+        ..entry("safe.date", &["date"])
+    },
+    SafeEntry {
+        options: &[
+            "-f, --fqdn, --long",
+            "-s, --short",
+            "-i, --ip-address",
+            "-I, --all-ip-addresses",
+            "-d, --domain",
+            "-A, --all-fqdns",
+            "-a, --alias",
+        ],
+        operands: "",
+        matches: &["hostname", "hostname -f"],
+        not_matches: &["hostname evil", "hostname -F /etc/x"],
+        ..entry("safe.hostname", &["hostname"])
+    },
+    SafeEntry {
+        style: Style::NoOptions,
+        operands: "PATH...",
+        check: Some(test_check),
+        matches: &["test -f Cargo.toml", "[ -d src ]"],
+        not_matches: &["test -v 'a[$(id)]'", "[ -v 'x[1]' ]"],
+        ..entry("safe.test", &["test", "["])
+    },
+    SafeEntry {
+        options: &["-s, --separator=TEXT", "-w, --equal-width", "-f, --format=TEXT"],
+        operands: "TEXT TEXT? TEXT?",
+        check: Some(seq_check),
+        matches: &["seq 1 10"],
+        not_matches: &["seq inf", "seq 1 9999999999999"],
+        ..entry("safe.seq", &["seq"])
+    },
+    SafeEntry {
+        options: &["-v", "-V", "-p"],
+        style: Style::Posix,
+        operands: "TEXT...",
+        check: Some(command_lookup_check),
+        matches: &["command -v cargo"],
+        not_matches: &[],
+        ..entry("safe.command-lookup", &["command"])
+    },
+    SafeEntry {
+        options: &[
+            "-b, --ignore-leading-blanks",
+            "-d, --dictionary-order",
+            "-f, --ignore-case",
+            "-g, --general-numeric-sort",
+            "-i, --ignore-nonprinting",
+            "-M, --month-sort",
+            "-h, --human-numeric-sort",
+            "-n, --numeric-sort",
+            "-R, --random-sort",
+            "-r, --reverse",
+            "-V, --version-sort",
+            "--sort=TEXT",
+            "-c",
+            "-C",
+            "--check[=TEXT]",
+            "-k, --key=TEXT",
+            "-m, --merge",
+            "-o, --output=WRITE",
+            "-s, --stable",
+            "-S, --buffer-size=TEXT",
+            "-t, --field-separator=TEXT",
+            "-u, --unique",
+            "-z, --zero-terminated",
+            "--parallel=NUM",
+            "--batch-size=NUM",
+            "--debug",
+        ],
+        operands: "READ...",
+        matches: &["sort -u names.txt", "sort -h", "sort -o sorted.txt names.txt"],
+        not_matches: &["sort -o /etc/hosts names.txt", "sort --compress-program=sh x", "sort --out=.git/config x"],
+        ..entry("safe.sort", &["sort"])
+    },
+    SafeEntry {
+        options: &[
+            "-c, --count",
+            "-d, --repeated",
+            "-D",
+            "--all-repeated[=TEXT]",
+            "--group[=TEXT]",
+            "-u, --unique",
+            "-i, --ignore-case",
+            "-f, --skip-fields=NUM",
+            "-s, --skip-chars=NUM",
+            "-w, --check-chars=NUM",
+            "-z, --zero-terminated",
+        ],
+        operands: "READ? WRITE?",
+        matches: &["uniq -c sorted.txt", "uniq -f 1 sorted.txt", "uniq in.txt out.txt"],
+        not_matches: &["uniq in.txt ../out.txt", "uniq a ~/.bashrc"],
+        ..entry("safe.uniq", &["uniq"])
+    },
+    SafeEntry {
+        options: &[
+            "-a",
+            "-d",
+            "-f",
+            "-L NUM",
+            "-I PATTERN",
+            "-P PATTERN",
+            "--prune",
+            "-s",
+            "-h",
+            "-D",
+            "-F",
+            "-C",
+            "-n",
+            "-i",
+            "-l",
+            "-x",
+            "-p",
+            "-u",
+            "-g",
+            "-r",
+            "-t",
+            "-v",
+            "-U",
+            "-c",
+            "-J",
+            "-X",
+            "-Q",
+            "-N",
+            "-q",
+            "--noreport",
+            "--dirsfirst",
+            "--filesfirst",
+            "--gitignore",
+            "--charset=TEXT",
+            "--du",
+            "--si",
+            "--filelimit=NUM",
+            "--matchdirs",
+            "--ignore-case",
+            "--sort=TEXT",
+            "-o WRITE",
+        ],
+        operands: "READ...",
+        matches: &["tree -L 2 src", "tree -o tree.txt src"],
+        not_matches: &["tree -o ~/.bashrc", "tree -R -H x"],
+        ..entry("safe.tree", &["tree"])
+    },
+    SafeEntry {
+        options: &[
+            "-n, --quiet, --silent",
+            "-E, -r, --regexp-extended",
+            "-s, --separate",
+            "-u, --unbuffered",
+            "-z, --null-data",
+            "--posix",
+            "--debug",
+            "--sandbox",
+            "-l, --line-length=NUM",
+            "-e, --expression=SCRIPT",
+        ],
+        operands: "SCRIPT READ...",
+        alternatives: &[("e", "READ...")],
+        check: Some(sed_check),
+        matches: &["sed -n '1,20p' src/main.rs", "sed 's/foo/bar/g' a.txt", "sed -e '/^#/d' -e 's/a/b/' x", "sed -n '/fn classify/,/^}/p' src/gate.rs"],
+        not_matches: &[
+            "sed -i 's/a/b/' x",
+            "sed -n '1e id' x",
+            "sed 's/a/b/w out' x",
+            "sed -f script.sed x",
+            "sed --in-pl 's/a/b/' x",
+            "sed -n 'w out' x",
+        ],
+        ..entry("safe.sed", &["sed"])
+    },
+    SafeEntry {
+        options: &["-L", "-P", "-e", "-@"],
+        style: Style::Posix,
+        operands: "READ?",
+        check: Some(cd_check),
+        matches: &["cd src", "cd /workspace/tests"],
+        not_matches: &["cd ~/.ssh", "cd -", "cd /etc"],
+        ..entry("safe.cd", &["cd", "pushd"])
+    },
+    SafeEntry {
+        style: Style::Posix,
+        options: &["-n"],
+        operands: "",
+        matches: &["popd"],
+        not_matches: &["popd x"],
+        ..entry("safe.popd", &["popd"])
+    },
+    SafeEntry {
+        options: &["--version", "-V"],
+        style: Style::GnuExact,
+        operands: "",
+        check: Some(version_check),
+        narrow: true,
+        matches: &["cargo --version", "rustc -V", "node --version"],
+        not_matches: &["cargo build", "python3 -c 'import os'", "node -V x"],
+        ..entry("safe.version", &["cargo", "rustc", "node", "npm", "python3", "python", "go", "rustup", "deno", "bun", "gcc", "make"])
+    },
+    SafeEntry {
+        tier: Tier::Medium,
+        options: &["-p, --parents", "-v, --verbose", "-m, --mode=TEXT"],
+        operands: "WRITE...",
+        matches: &["mkdir -p src/gate", "mkdir -p tests/fixtures"],
+        not_matches: &["mkdir ~/.config/autostart", "mkdir -p .git/hooks"],
+        ..entry("write.mkdir", &["mkdir"])
+    },
+    SafeEntry {
+        tier: Tier::Medium,
+        options: &[
+            "-a",
+            "-c, --no-create",
+            "-d, --date=TEXT",
+            "-h, --no-dereference",
+            "-m",
+            "-r, --reference=READ",
+            "-t TEXT",
+            "--time=TEXT",
+        ],
+        operands: "WRITE...",
+        matches: &["touch src/new.rs"],
+        not_matches: &["touch /etc/x", "touch ~/.hushlogin"],
+        ..entry("write.touch", &["touch"])
+    },
+    SafeEntry {
+        tier: Tier::Medium,
+        options: &[
+            "-r, -R, --recursive",
+            "-f, --force",
+            "-i, --interactive",
+            "-n, --no-clobber",
+            "-u",
+            "--update[=TEXT]",
+            "-v, --verbose",
+            "-T, --no-target-directory",
+            "-t, --target-directory=WRITE",
+            "-b",
+            "--backup[=TEXT]",
+            "-S, --suffix=TEXT",
+            "-P, --no-dereference",
+            "--parents",
+            "--remove-destination",
+            "--strip-trailing-slashes",
+            "--sparse=TEXT",
+            "--reflink[=TEXT]",
+            "--attributes-only",
+            "--no-preserve=TEXT",
+            "--debug",
+        ],
+        operands: "READ... WRITE",
+        alternatives: &[("t", "READ...")],
+        matches: &["cp a.txt b.txt", "cp -r fixtures fixtures.bak", "cp -r tests/fixtures tests/fixtures_v2"],
+        not_matches: &["cp x ~/.bashrc", "cp -a src /tmp/x", "cp ~/.ssh/id_rsa .", "cp -s ~/.ssh/id_rsa k", "cp a .git/config"],
+        ..entry("write.cp", &["cp"])
+    },
+    SafeEntry {
+        tier: Tier::Medium,
+        options: &[
+            "-f, --force",
+            "-i, --interactive",
+            "-n, --no-clobber",
+            "-u",
+            "--update[=TEXT]",
+            "-v, --verbose",
+            "-T, --no-target-directory",
+            "-t, --target-directory=WRITE",
+            "-b",
+            "--backup[=TEXT]",
+            "-S, --suffix=TEXT",
+            "--strip-trailing-slashes",
+        ],
+        // Moving a file away deletes it where it was: every operand is written.
+        operands: "WRITE... WRITE",
+        alternatives: &[("t", "WRITE...")],
+        matches: &["mv src/old_name.rs src/new_name.rs"],
+        not_matches: &["mv x ~/.bashrc", "mv .git/config x", "mv a ../b"],
+        ..entry("write.mv", &["mv"])
+    },
+    SafeEntry {
+        tier: Tier::Medium,
+        options: &["-a, --append", "-i, --ignore-interrupts", "-p", "--output-error[=TEXT]"],
+        operands: "WRITE...",
+        matches: &["tee out.log", "tee -a test-output.log"],
+        not_matches: &["tee -a ~/.zshrc", "tee /etc/hosts", "tee .vscode/tasks.json"],
+        ..entry("write.tee", &["tee"])
+    },
+];
+
+/// date: only a display format (`+…`) as the operand; `MMDDhhmm` sets the clock.
+fn date_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    match operand_words(parsed, args).next() {
+        Some(format) if !format.starts_with('+') => Err("sets the clock".to_owned()),
+        _ => Ok(()),
+    }
+}
+
+/// git's own options before the subcommand that keep it on the workspace's repository. Left
+/// out: `-C`, `-c`, `--git-dir`, `--work-tree`, `--namespace`, `--config-env`, `--exec-path`,
+/// `--super-prefix`, `--bare`, `--list-cmds`.
+pub const GIT_GLOBAL_OPTIONS: &[&str] = &[
+    "-P, --no-pager",
+    "--no-optional-locks",
+    "--no-replace-objects",
+    "--literal-pathspecs",
+    "--glob-pathspecs",
+    "--noglob-pathspecs",
+    "--icase-pathspecs",
+    "--no-advice",
+];
+
+/// A git subcommand entry: the subcommand name(s), and the entry for its arguments.
+pub struct GitSubcommand {
+    pub names: &'static [&'static str],
+    pub entry: SafeEntry,
+}
+
+pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
+    GitSubcommand {
+        names: &["status"],
+        entry: SafeEntry {
+            options: &[
+                "-s, --short",
+                "-b, --branch",
+                "--porcelain[=TEXT]",
+                "--long",
+                "-v, --verbose",
+                "-u, --untracked-files[=TEXT]",
+                "--ignored[=TEXT]",
+                "--ignore-submodules[=TEXT]",
+                "-z",
+                "--column[=TEXT]",
+                "--no-column",
+                "--ahead-behind",
+                "--no-ahead-behind",
+                "--renames",
+                "--no-renames",
+                "--find-renames[=TEXT]",
+                "--show-stash",
+            ],
+            operands: "READ...",
+            matches: &["git status", "git status --short"],
+            not_matches: &["git -C /tmp/x status", "git --git-dir=/tmp/x status"],
+            ..entry("safe.git-status", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["log", "show", "diff", "whatchanged", "shortlog", "diff-tree", "rev-list"],
+        entry: SafeEntry {
+            style: Style::GnuExact,
+            options: GIT_LOG_OPTIONS,
+            operands: "READ...",
+            numeric_option: true,
+            matches: &[
+                "git log --oneline -20",
+                "git log -p -3 -- src/gate.rs",
+                "git diff --stat HEAD~3",
+                "git show HEAD~1:src/lib.rs",
+                "git diff main...HEAD --name-only",
+                "git log --graph --oneline --all",
+            ],
+            not_matches: &["git log --output=/tmp/x", "git diff --ext-diff", "git show --textconv HEAD", "git diff --no-index ~/.ssh/id_rsa x"],
+            ..entry("safe.git-log", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["blame", "annotate"],
+        entry: SafeEntry {
+            options: &[
+                "-L TEXT",
+                "-w",
+                "-M[TEXT]",
+                "-C[TEXT]",
+                "-s",
+                "-e, --show-email",
+                "-l",
+                "-t",
+                "-p, --porcelain",
+                "--line-porcelain",
+                "-c",
+                "--show-stats",
+                "--date=TEXT",
+                "--root",
+                "-n, --show-number",
+                "-f, --show-name",
+                "--abbrev=NUM",
+                "--incremental",
+                "--ignore-rev=TEXT",
+                "--color-lines",
+                "--color-by-age",
+                "--progress",
+                "--no-progress",
+            ],
+            operands: "READ...",
+            matches: &["git blame src/parser.rs", "git blame -L 40,80 src/parser.rs"],
+            not_matches: &["git blame --contents=/etc/shadow x"],
+            ..entry("safe.git-blame", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["rev-parse"],
+        entry: SafeEntry {
+            options: &[
+                "--abbrev-ref[=TEXT]",
+                "--short[=NUM]",
+                "--show-toplevel",
+                "--git-dir",
+                "--absolute-git-dir",
+                "--git-common-dir",
+                "--is-inside-work-tree",
+                "--is-inside-git-dir",
+                "--is-bare-repository",
+                "--is-shallow-repository",
+                "--verify",
+                "-q, --quiet",
+                "--symbolic",
+                "--symbolic-full-name",
+                "--show-prefix",
+                "--show-cdup",
+                "--show-superproject-working-tree",
+                "--all",
+                "--branches[=TEXT]",
+                "--tags[=TEXT]",
+                "--remotes[=TEXT]",
+                "--revs-only",
+                "--no-revs",
+                "--flags",
+                "--no-flags",
+                "--sq",
+                "--not",
+                "--path-format=TEXT",
+                "--show-object-format[=TEXT]",
+                "--local-env-vars",
+                "--default=TEXT",
+            ],
+            operands: "TEXT...",
+            matches: &["git rev-parse --abbrev-ref HEAD", "git rev-parse --show-toplevel"],
+            not_matches: &["git rev-parse --parseopt x"],
+            ..entry("safe.git-rev-parse", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["ls-files"],
+        entry: SafeEntry {
+            options: &[
+                "-c, --cached",
+                "-d, --deleted",
+                "-m, --modified",
+                "-o, --others",
+                "-i, --ignored",
+                "-s, --stage",
+                "-u, --unmerged",
+                "-k, --killed",
+                "--directory",
+                "--no-empty-directory",
+                "-x, --exclude=PATTERN",
+                "-X, --exclude-from=READ",
+                "--exclude-per-directory=TEXT",
+                "--exclude-standard",
+                "--error-unmatch",
+                "--full-name",
+                "--recurse-submodules",
+                "--abbrev[=NUM]",
+                "--eol",
+                "--deduplicate",
+                "--format=TEXT",
+                "-z",
+                "-t",
+                "-v",
+                "-f",
+            ],
+            operands: "READ...",
+            matches: &["git ls-files", "git ls-files '*.rs'"],
+            not_matches: &["git ls-files --with-tree=x --bogus"],
+            ..entry("safe.git-ls-files", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["ls-tree"],
+        entry: SafeEntry {
+            options: &["-d", "-r", "-t", "-l, --long", "-z", "--name-only", "--name-status", "--object-only", "--full-name", "--full-tree", "--abbrev[=NUM]", "--format=TEXT"],
+            operands: "TEXT READ...",
+            matches: &["git ls-tree -r HEAD"],
+            not_matches: &["git ls-tree --bogus HEAD"],
+            ..entry("safe.git-ls-tree", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["cat-file"],
+        entry: SafeEntry {
+            options: &["-t", "-s", "-e", "-p", "--allow-unknown-type"],
+            operands: "TEXT TEXT?",
+            matches: &["git cat-file -p HEAD"],
+            not_matches: &["git cat-file --filters HEAD:x", "git cat-file --textconv HEAD:x"],
+            ..entry("safe.git-cat-file", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["grep"],
+        entry: SafeEntry {
+            options: &[
+                "-n, --line-number",
+                "-i, --ignore-case",
+                "-w, --word-regexp",
+                "-v, --invert-match",
+                "-c, --count",
+                "-l, --files-with-matches, --name-only",
+                "-L, --files-without-match",
+                "-h",
+                "-H",
+                "-e PATTERN",
+                "-E, --extended-regexp",
+                "-F, --fixed-strings",
+                "-G, --basic-regexp",
+                "-P, --perl-regexp",
+                "-I",
+                "-a, --text",
+                "-r, --recursive",
+                "--no-recursive",
+                "--cached",
+                "--untracked",
+                "--max-depth=NUM",
+                "-A, --after-context=NUM",
+                "-B, --before-context=NUM",
+                "-C, --context=NUM",
+                "-W, --function-context",
+                "-p, --show-function",
+                "--heading",
+                "--break",
+                "--full-name",
+                "-z, --null",
+                "-o, --only-matching",
+                "-q, --quiet",
+                "--and",
+                "--or",
+                "--not",
+                "--all-match",
+                "-f READ",
+                "--color[=TEXT]",
+                "--no-color",
+                "--column",
+                "--exclude-standard",
+                "--threads=NUM",
+                "-m, --max-count=NUM",
+            ],
+            operands: "PATTERN READ...",
+            alternatives: &[("e", "READ..."), ("f", "READ...")],
+            numeric_option: true,
+            matches: &["git grep -n 'fn parse'"],
+            not_matches: &["git grep -O'sh' x", "git grep --open-files-in-pager=sh x", "git grep --no-index x ~/.ssh"],
+            ..entry("safe.git-grep", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["merge-base", "name-rev", "show-ref", "count-objects", "version", "for-each-ref", "check-ignore", "describe"],
+        entry: SafeEntry {
+            options: &[
+                "--all",
+                "--octopus",
+                "--is-ancestor",
+                "--independent",
+                "--fork-point",
+                "--tags",
+                "--refs=TEXT",
+                "--exclude=TEXT",
+                "--name-only",
+                "--no-undefined",
+                "--always",
+                "--head",
+                "--heads",
+                "--branches",
+                "-d, --dereference",
+                "-s, --hash[=NUM]",
+                "--abbrev[=NUM]",
+                "--verify",
+                "--exists",
+                "-q, --quiet",
+                "-v, --verbose",
+                "-H, --human-readable",
+                "--build-options",
+                "--format=TEXT",
+                "--sort=TEXT",
+                "--count=NUM",
+                "--points-at=TEXT",
+                "--merged[=TEXT]",
+                "--no-merged[=TEXT]",
+                "--contains[=TEXT]",
+                "--no-contains[=TEXT]",
+                "--ignore-case",
+                "--omit-empty",
+                "--color[=TEXT]",
+                "-n, --non-matching",
+                "--no-index",
+                "-z",
+                "--long",
+                "--dirty[=TEXT]",
+                "--broken[=TEXT]",
+                "--match=PATTERN",
+                "--candidates=NUM",
+                "--exact-match",
+                "--debug",
+                "--first-parent",
+            ],
+            operands: "TEXT...",
+            matches: &["git describe --tags", "git merge-base HEAD main", "git version"],
+            not_matches: &["git describe --bogus"],
+            ..entry("safe.git-refs", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["branch"],
+        entry: SafeEntry {
+            options: &[
+                "-a, --all",
+                "-r, --remotes",
+                "-v, --verbose",
+                "--show-current",
+                "--no-color",
+                "--color[=TEXT]",
+                "-l, --list",
+                "--contains=TEXT",
+                "--no-contains=TEXT",
+                "--merged=TEXT",
+                "--no-merged=TEXT",
+                "--points-at=TEXT",
+                "--sort=TEXT",
+                "--format=TEXT",
+                "--column[=TEXT]",
+                "--no-column",
+                "-i, --ignore-case",
+                "--abbrev=NUM",
+                "--no-abbrev",
+                "--omit-empty",
+            ],
+            operands: "",
+            alternatives: &[("list", "PATTERN...")],
+            matches: &["git branch", "git branch -a", "git branch --color=never", "git branch -a --contains HEAD", "git branch -vv"],
+            not_matches: &["git branch -D main", "git branch evil", "git branch -f main HEAD~3"],
+            ..entry("safe.git-branch", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["tag"],
+        entry: SafeEntry {
+            options: &[
+                "-l, --list",
+                "-n[NUM]",
+                "--sort=TEXT",
+                "--contains=TEXT",
+                "--no-contains=TEXT",
+                "--merged=TEXT",
+                "--no-merged=TEXT",
+                "--points-at=TEXT",
+                "--format=TEXT",
+                "--column[=TEXT]",
+                "--no-column",
+                "-i, --ignore-case",
+                "--color[=TEXT]",
+                "--omit-empty",
+            ],
+            operands: "",
+            alternatives: &[("list", "PATTERN...")],
+            matches: &["git tag", "git tag -l 'v*'"],
+            not_matches: &["git tag v1.0", "git tag -d v1"],
+            ..entry("safe.git-tag", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["remote"],
+        entry: SafeEntry {
+            style: Style::Posix,
+            options: &["-v, --verbose"],
+            operands: "TEXT...",
+            check: Some(git_remote_check),
+            matches: &["git remote -v", "git remote get-url origin"],
+            not_matches: &["git remote add x https://x", "git remote show origin"],
+            ..entry("safe.git-remote", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["stash"],
+        entry: SafeEntry {
+            style: Style::GnuExact,
+            options: GIT_LOG_OPTIONS,
+            operands: "TEXT...",
+            numeric_option: true,
+            check: Some(git_stash_read_check),
+            matches: &["git stash list", "git stash show -p"],
+            not_matches: &["git stash drop", "git stash pop"],
+            ..entry("safe.git-stash-read", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["worktree"],
+        entry: SafeEntry {
+            style: Style::Posix,
+            options: &[],
+            operands: "TEXT...",
+            check: Some(git_worktree_check),
+            matches: &["git worktree list"],
+            not_matches: &["git worktree add ../x"],
+            ..entry("safe.git-worktree", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["reflog"],
+        entry: SafeEntry {
+            style: Style::GnuExact,
+            options: GIT_LOG_OPTIONS,
+            operands: "TEXT...",
+            numeric_option: true,
+            check: Some(git_reflog_check),
+            matches: &["git reflog", "git reflog show -5"],
+            not_matches: &["git reflog expire --all", "git reflog delete HEAD@{1}"],
+            ..entry("safe.git-reflog", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["config"],
+        entry: SafeEntry {
+            style: Style::GnuExact,
+            options: &[
+                "--get",
+                "--get-all",
+                "--get-regexp",
+                "-l, --list",
+                "--show-origin",
+                "--show-scope",
+                "-z, --null",
+                "--name-only",
+                "--includes",
+                "--no-includes",
+                "--local",
+                "--global",
+                "--worktree",
+                "--type=TEXT",
+                "--bool",
+                "--int",
+                "--path",
+                "--default=TEXT",
+            ],
+            operands: "TEXT...",
+            check: Some(git_config_check),
+            matches: &["git config user.name", "git config --get remote.origin.url", "git config --list"],
+            not_matches: &["git config core.pager 'sh -c id'", "git config --add x y", "git config edit", "git config --global --edit"],
+            ..entry("safe.git-config-read", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["add"],
+        entry: SafeEntry {
+            tier: Tier::Medium,
+            options: &[
+                "-v, --verbose",
+                "-n, --dry-run",
+                "-u, --update",
+                "-A, --all, --no-ignore-removal",
+                "--no-all, --ignore-removal",
+                "-N, --intent-to-add",
+                "--refresh",
+                "--ignore-errors",
+                "--ignore-missing",
+                "--renormalize",
+                "--sparse",
+            ],
+            operands: "READ...",
+            matches: &["git add src/lib.rs", "git add -A"],
+            not_matches: &["git add -f target", "git add --chmod=+x x", "git add -p"],
+            ..entry("write.git-add", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["commit"],
+        entry: SafeEntry {
+            tier: Tier::Medium,
+            options: &[
+                "-m, --message=TEXT",
+                "-a, --all",
+                "-q, --quiet",
+                "-v, --verbose",
+                "-s, --signoff",
+                "--no-signoff",
+                "--allow-empty",
+                "--allow-empty-message",
+                "-F, --file=READ",
+                "--author=TEXT",
+                "--date=TEXT",
+                "--cleanup=TEXT",
+                "--status",
+                "--no-status",
+                "--trailer=TEXT",
+                "-o, --only",
+                "-i, --include",
+                "--dry-run",
+                "--short",
+                "--porcelain",
+                "--long",
+                "-z, --null",
+                "-u, --untracked-files[=TEXT]",
+                "--no-edit",
+            ],
+            operands: "READ...",
+            matches: &["git commit -m 'fix parser'", "git commit -am x"],
+            not_matches: &["git commit --no-verify -m x", "git commit -n -m x", "git commit --amend", "git commit --no-ver -m x"],
+            ..entry("write.git-commit", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["stash"],
+        entry: SafeEntry {
+            tier: Tier::Medium,
+            options: &["-m, --message=TEXT", "-u, --include-untracked", "-k, --keep-index", "--no-keep-index", "-q, --quiet", "-S, --staged"],
+            operands: "TEXT...",
+            check: Some(git_stash_push_check),
+            matches: &["git stash", "git stash push -m wip"],
+            not_matches: &["git stash clear", "git stash -a"],
+            ..entry("write.git-stash", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["switch"],
+        entry: SafeEntry {
+            tier: Tier::Medium,
+            options: &["-c, --create=TEXT", "-q, --quiet", "--track[=TEXT]", "--no-track", "-t"],
+            operands: "TEXT?",
+            check: Some(git_create_branch_check),
+            matches: &["git switch -c feature/x"],
+            not_matches: &["git switch -f main", "git switch --discard-changes main", "git switch main"],
+            ..entry("write.git-switch", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["checkout"],
+        entry: SafeEntry {
+            tier: Tier::Medium,
+            options: &["-b TEXT", "-q, --quiet", "--track[=TEXT]", "--no-track", "-t"],
+            operands: "TEXT?",
+            check: Some(git_create_branch_check),
+            matches: &["git checkout -b feature/gate-tests"],
+            not_matches: &["git checkout -- .", "git checkout -f main", "git checkout -B x"],
+            ..entry("write.git-checkout", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["restore"],
+        entry: SafeEntry {
+            tier: Tier::Medium,
+            options: &["-S, --staged", "-q, --quiet"],
+            operands: "READ...",
+            check: Some(git_restore_check),
+            matches: &["git restore --staged src/lib.rs"],
+            not_matches: &["git restore src/lib.rs", "git restore -W --staged x"],
+            ..entry("write.git-restore", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["init"],
+        entry: SafeEntry {
+            tier: Tier::Medium,
+            options: &["-q, --quiet", "-b, --initial-branch=TEXT", "--object-format=TEXT"],
+            operands: "WRITE?",
+            matches: &["git init", "git init -b main sub"],
+            not_matches: &["git init --template=x", "git init --separate-git-dir=/tmp/x", "git init --bare x"],
+            ..entry("write.git-init", &["git"])
+        },
+    },
+];
+
+/// What git's command line is: the subcommand's entry and its parse, or a refusal.
+pub fn judge_git(args: &[String]) -> Judgement {
+    static GLOBAL: LazyLock<Option<Grammar>> =
+        LazyLock::new(|| Grammar::new(Style::Posix, GIT_GLOBAL_OPTIONS, "TEXT...").ok());
+    static COMPILED: LazyLock<Vec<(&'static GitSubcommand, Grammar)>> = LazyLock::new(|| {
+        GIT_SUBCOMMANDS.iter().filter_map(|sub| compile(&sub.entry).ok().map(|grammar| (sub, grammar))).collect()
+    });
+    let first = &GIT_SUBCOMMANDS[0].entry;
+    let Some(global) = GLOBAL.as_ref() else {
+        return Judgement::Refused { entry: first, reason: "git's global grammar failed to compile".to_owned() };
+    };
+    let parsed = match global.parse(args) {
+        Ok(parsed) => parsed,
+        Err(error) => return Judgement::Refused { entry: first, reason: format!("uses git {error}") },
+    };
+    let Some(&(subcommand_index, _)) = parsed.operands.first() else {
+        return Judgement::Refused { entry: first, reason: "names no git subcommand".to_owned() };
+    };
+    let subcommand = args[subcommand_index].as_str();
+    let rest = &args[subcommand_index + 1..];
+    let mut refusal = None;
+    for (sub, grammar) in COMPILED.iter() {
+        if !sub.names.contains(&subcommand) {
+            continue;
+        }
+        let entry = &sub.entry;
+        match grammar.parse(rest) {
+            Ok(mut sub_parsed) => {
+                if let Some(check) = entry.check
+                    && let Err(reason) = check(&sub_parsed, grammar, rest)
+                {
+                    refusal.get_or_insert(Judgement::Refused { entry, reason });
+                    continue;
+                }
+                let writes = sub_parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
+                    || sub_parsed.operands.iter().any(|(_, role)| *role == Role::Write);
+                let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
+                // Word indexes are shifted to count from git's first argument.
+                let offset = subcommand_index + 1;
+                for given in &mut sub_parsed.options {
+                    given.word += offset;
+                }
+                for (word, _) in &mut sub_parsed.operands {
+                    *word += offset;
+                }
+                let mut slots = vec![None; offset];
+                slots.append(&mut sub_parsed.slots);
+                sub_parsed.slots = slots;
+                return Judgement::Known { entry, grammar, parsed: sub_parsed, tier };
+            }
+            Err(error) => {
+                refusal.get_or_insert(Judgement::Refused { entry, reason: describe(&error) });
+            }
+        }
+    }
+    // A subcommand no entry names (`push`, `fetch`, an alias) is simply not on the list.
+    refusal.unwrap_or(Judgement::Unlisted)
+}
+
+/// find's expression primaries: `(name, value role)`. Left out: `-exec`, `-execdir`, `-ok`,
+/// `-okdir` (run programs), `-delete`, `-fprint`, `-fprint0`, `-fprintf`, `-fls` (write).
+const FIND_PRIMARIES: &[(&str, Option<Role>)] = &[
+    ("-print", None),
+    ("-print0", None),
+    ("-ls", None),
+    ("-prune", None),
+    ("-empty", None),
+    ("-readable", None),
+    ("-writable", None),
+    ("-executable", None),
+    ("-true", None),
+    ("-false", None),
+    ("-not", None),
+    ("!", None),
+    ("-a", None),
+    ("-o", None),
+    ("-and", None),
+    ("-or", None),
+    ("(", None),
+    (")", None),
+    (",", None),
+    ("-depth", None),
+    ("-follow", None),
+    ("-xdev", None),
+    ("-mount", None),
+    ("-noleaf", None),
+    ("-quit", None),
+    ("-nouser", None),
+    ("-nogroup", None),
+    ("-daystart", None),
+    ("-ignore_readdir_race", None),
+    ("-noignore_readdir_race", None),
+    ("-nowarn", None),
+    ("-warn", None),
+    ("-name", Some(Role::Pattern)),
+    ("-iname", Some(Role::Pattern)),
+    ("-path", Some(Role::Pattern)),
+    ("-ipath", Some(Role::Pattern)),
+    ("-wholename", Some(Role::Pattern)),
+    ("-iwholename", Some(Role::Pattern)),
+    ("-regex", Some(Role::Pattern)),
+    ("-iregex", Some(Role::Pattern)),
+    ("-lname", Some(Role::Pattern)),
+    ("-ilname", Some(Role::Pattern)),
+    ("-regextype", Some(Role::Text)),
+    ("-type", Some(Role::Text)),
+    ("-xtype", Some(Role::Text)),
+    ("-maxdepth", Some(Role::Text)),
+    ("-mindepth", Some(Role::Text)),
+    ("-mtime", Some(Role::Text)),
+    ("-mmin", Some(Role::Text)),
+    ("-atime", Some(Role::Text)),
+    ("-amin", Some(Role::Text)),
+    ("-ctime", Some(Role::Text)),
+    ("-cmin", Some(Role::Text)),
+    ("-used", Some(Role::Text)),
+    ("-size", Some(Role::Text)),
+    ("-perm", Some(Role::Text)),
+    ("-user", Some(Role::Text)),
+    ("-group", Some(Role::Text)),
+    ("-uid", Some(Role::Text)),
+    ("-gid", Some(Role::Text)),
+    ("-links", Some(Role::Text)),
+    ("-inum", Some(Role::Text)),
+    ("-fstype", Some(Role::Text)),
+    ("-printf", Some(Role::Text)),
+    ("-newermt", Some(Role::Text)),
+    ("-newer", Some(Role::Read)),
+    ("-anewer", Some(Role::Read)),
+    ("-cnewer", Some(Role::Read)),
+    ("-samefile", Some(Role::Read)),
+];
+
+pub static FIND_ENTRY: SafeEntry = SafeEntry {
+    operands: "READ...",
+    matches: &["find . -name '*.rs' -type f", "find src -maxdepth 2", "find . -newer Cargo.toml -name '*.rs'", "find . -name '*.orig' -print"],
+    not_matches: &[
+        "find . -name '*.o' -delete",
+        "find . -exec rm {} \\;",
+        "find / -name x",
+        "find . -fprint /tmp/x",
+        "find . -name *.rs",
+        "find . -newer ~/.ssh/id_rsa",
+    ],
+    ..entry("safe.find", &["find"])
+};
+
+/// find: leading `-H`/`-L`/`-P`, start paths (read), then an expression of declared primaries.
+fn judge_find(args: &[String]) -> Judgement {
+    static GRAMMAR: LazyLock<Grammar> = LazyLock::new(|| Grammar {
+        style: Style::NoOptions,
+        options: Vec::new(),
+        operands: Operands { repeated: Some(Role::Read), ..Operands::default() },
+        alternatives: Vec::new(),
+        numeric_option: false,
+    });
+    let mut parsed = Parsed { slots: vec![None; args.len()], grammar_operands: GRAMMAR.operands.clone(), ..Parsed::default() };
+    let mut index = 0;
+    while args.get(index).is_some_and(|arg| matches!(arg.as_str(), "-H" | "-L" | "-P")) {
+        parsed.slots[index] = Some(crate::gate::argspec::Slot::Option { option: 0 });
+        index += 1;
+    }
+    let is_expression = |arg: &str| arg.starts_with('-') || matches!(arg, "!" | "(" | ")" | ",");
+    while let Some(arg) = args.get(index).filter(|arg| !is_expression(arg)) {
+        let position = parsed.operands.len();
+        parsed.operands.push((index, Role::Read));
+        parsed.slots[index] = Some(crate::gate::argspec::Slot::Operand { role: Role::Read, index: position });
+        let _ = arg;
+        index += 1;
+    }
+    while let Some(arg) = args.get(index) {
+        let Some((_, role)) = FIND_PRIMARIES.iter().find(|(name, _)| *name == arg.as_str()) else {
+            return Judgement::Refused { entry: &FIND_ENTRY, reason: format!("uses the expression `{arg}`, which is not declared for it") };
+        };
+        parsed.slots[index] = Some(crate::gate::argspec::Slot::Option { option: 0 });
+        let mut given = crate::gate::argspec::GivenOption { option: 0, word: index, values: Vec::new(), attached: false };
+        index += 1;
+        if let Some(role) = role {
+            let Some(value) = args.get(index) else {
+                return Judgement::Refused { entry: &FIND_ENTRY, reason: format!("uses `{arg}` without its value") };
+            };
+            parsed.slots[index] = Some(crate::gate::argspec::Slot::Value { option: 0, role: *role });
+            given.values.push((value.clone(), *role));
+            index += 1;
+        }
+        parsed.options.push(given);
+    }
+    Judgement::Known { entry: &FIND_ENTRY, grammar: &GRAMMAR, parsed, tier: Tier::Low }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_expressions() {
+        let args = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        assert!(matches!(judge_find(&args(". -name x -type f -print0")), Judgement::Known { .. }));
+        assert!(matches!(judge_find(&args("-L src tests -maxdepth 2")), Judgement::Known { .. }));
+        for refused in [". -delete", ". -exec rm {} ;", ". -name", ". -fls out", ". -execdir sh -c x ;"] {
+            assert!(matches!(judge_find(&args(refused)), Judgement::Refused { .. }), "{refused}");
+        }
+    }
+
+    #[test]
+    fn every_grammar_compiles() {
+        for entry in SAFE_COMMANDS.iter().chain(GIT_SUBCOMMANDS.iter().map(|sub| &sub.entry)) {
+            compile(entry).unwrap_or_else(|error| panic!("{error}"));
+        }
+        Grammar::new(Style::Posix, GIT_GLOBAL_OPTIONS, "TEXT...").unwrap();
+    }
+
+    #[test]
+    fn sed_scripts() {
+        for safe in ["1,20p", "s/a/b/g", "/^#/d", "$p", "s|x|y|", "10q", "/fn classify/,/^}/p", "/a\\/b/p"] {
+            assert!(sed_script_is_safe(safe), "{safe}");
+        }
+        for unsafe_script in
+            ["1e id", "s/a/b/e", "w out", "s/a/b/w out", "r /etc/passwd", "1!e x", "/x/,/y/e id", "/unterminated", "s/a\\/b/c/w x"]
+        {
+            assert!(!sed_script_is_safe(unsafe_script), "{unsafe_script}");
+        }
+    }
+}
