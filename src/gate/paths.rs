@@ -168,6 +168,16 @@ pub fn judge(raw: &str, access: Access, base: Option<&str>, workspace: &Workspac
     if harmless_device(&resolved, access) {
         return findings;
     }
+    if process_secret(&resolved) {
+        // Another process's environment, memory or command line holds its secrets.
+        add(ReasonCode::CredentialPath, Tier::High);
+    }
+    if access == Access::Write && home_dotfile(&resolved, &workspace.home) {
+        add(ReasonCode::PersistencePath, Tier::High);
+    }
+    if let Some(code) = workspace_config(&resolved).filter(|_| access == Access::Write) {
+        add(code, Tier::High);
+    }
     if access == Access::Write && critical_write_target(&resolved, &workspace.home) {
         add(ReasonCode::CriticalCommand, Tier::Critical);
     }
@@ -406,36 +416,7 @@ fn persistence_location(path: &str, home: &str) -> bool {
     // Windows file systems are.
     let lower = comparable(path);
     let repository_control = lower.split('/').any(|component| component == ".git");
-    const TOOL_HOOKS: [&str; 25] = [
-        ".envrc",
-        ".husky",
-        ".vscode",
-        ".devcontainer",
-        ".pre-commit-config.yaml",
-        ".lefthook.yml",
-        "lefthook.yml",
-        ".gitconfig",
-        ".bash_profile",
-        ".bashrc",
-        ".profile",
-        ".zshrc",
-        "rust-toolchain",
-        "rust-toolchain.toml",
-        ".cargo",
-        "mise.toml",
-        ".mise.toml",
-        ".tool-versions",
-        ".yarnrc.yml",
-        ".idea",
-        ".aider.conf.yml",
-        ".hg",
-        ".gitmodules",
-        ".gitattributes",
-        ".git-blame-ignore-revs",
-    ];
-    let editor_and_tool_hooks = TOOL_HOOKS.iter().any(|name| lower.split('/').any(|component| component == *name));
     repository_control
-        || editor_and_tool_hooks
         || path == "/etc/crontab"
         || path == "/etc/profile"
         || path == "/etc/bash.bashrc"
@@ -449,23 +430,7 @@ fn agent_policy_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    let lower = comparable(path);
-    let name = basename(&lower);
-    lower.split('/').any(|component| matches!(component, ".claude" | ".codex" | ".cursor" | ".windsurf" | ".gemini"))
-        || matches!(
-            name,
-            "permit.toml"
-                | ".mcp.json"
-                | "claude.md"
-                | "claude.local.md"
-                | "agents.md"
-                | "agents.override.md"
-                | "gemini.md"
-                | ".cursorrules"
-                | ".clinerules"
-                | ".windsurfrules"
-                | "copilot-instructions.md"
-        )
+    false
 }
 
 /// CI pipeline definitions: editing one changes what runs with the repository's secrets and
@@ -493,6 +458,112 @@ fn ci_config_location(path: &str) -> bool {
                 | "cloudbuild.yaml"
                 | "cloudbuild.yml"
         )
+}
+
+/// `/proc/PID/environ`, `mem`, `cmdline` and friends (also `self`, `thread-self`, tasks):
+/// other processes' secrets.
+fn process_secret(path: &str) -> bool {
+    const SECRETS: [&str; 8] = ["environ", "mem", "cmdline", "maps", "auxv", "fd", "root", "cwd"];
+    let Some(rest) = path.strip_prefix("/proc/") else { return false };
+    rest.split('/').skip(1).any(|component| SECRETS.contains(&component))
+}
+
+/// Any dotfile or dot-directory directly under home (`~/.bashrc`, `~/.config/…`, `~/.ssh/…`,
+/// `~/.local/…`): shell start-up, autostart entries, tool and agent configuration. Writing one
+/// is never routine for an agent working in a repository.
+fn home_dotfile(path: &str, home: &str) -> bool {
+    home_relative(path, home).is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// Configuration inside a workspace that other agents, editors and tools read and obey or run:
+/// a write to any path with one of these components (compared case-insensitively, as macOS and
+/// Windows file systems do) is at least `high`. `(name, code, who reads it)`.
+pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
+    // Agents: instructions, rules, settings and MCP server lists.
+    (".claude", ReasonCode::AgentPolicyPath, "Claude Code settings, hooks, commands and subagents"),
+    ("claude.md", ReasonCode::AgentPolicyPath, "Claude Code project memory"),
+    ("claude.local.md", ReasonCode::AgentPolicyPath, "Claude Code local memory"),
+    (".mcp.json", ReasonCode::AgentPolicyPath, "Claude Code project MCP servers"),
+    ("mcp.json", ReasonCode::AgentPolicyPath, "VS Code, Cursor and other MCP server lists"),
+    (".codex", ReasonCode::AgentPolicyPath, "Codex configuration"),
+    ("agents.md", ReasonCode::AgentPolicyPath, "AGENTS.md instructions (Codex and others)"),
+    ("agents.override.md", ReasonCode::AgentPolicyPath, "Codex instruction overrides"),
+    (".cursor", ReasonCode::AgentPolicyPath, "Cursor rules and MCP servers"),
+    (".cursorrules", ReasonCode::AgentPolicyPath, "Cursor rules"),
+    (".cursorignore", ReasonCode::AgentPolicyPath, "Cursor ignore list"),
+    (".windsurf", ReasonCode::AgentPolicyPath, "Windsurf rules and workflows"),
+    (".windsurfrules", ReasonCode::AgentPolicyPath, "Windsurf rules"),
+    (".codeium", ReasonCode::AgentPolicyPath, "Codeium configuration"),
+    (".gemini", ReasonCode::AgentPolicyPath, "Gemini CLI settings"),
+    ("gemini.md", ReasonCode::AgentPolicyPath, "Gemini CLI instructions"),
+    (".clinerules", ReasonCode::AgentPolicyPath, "Cline rules"),
+    (".roo", ReasonCode::AgentPolicyPath, "Roo Code rules and MCP servers"),
+    (".roomodes", ReasonCode::AgentPolicyPath, "Roo Code modes"),
+    (".kiro", ReasonCode::AgentPolicyPath, "Kiro steering and hooks"),
+    (".continue", ReasonCode::AgentPolicyPath, "Continue configuration"),
+    (".aider.conf.yml", ReasonCode::AgentPolicyPath, "aider configuration"),
+    (".junie", ReasonCode::AgentPolicyPath, "Junie guidelines"),
+    (".amazonq", ReasonCode::AgentPolicyPath, "Amazon Q rules"),
+    (".augment", ReasonCode::AgentPolicyPath, "Augment rules"),
+    (".goosehints", ReasonCode::AgentPolicyPath, "goose hints"),
+    (".opencode", ReasonCode::AgentPolicyPath, "opencode agents and commands"),
+    ("opencode.json", ReasonCode::AgentPolicyPath, "opencode configuration and MCP servers"),
+    (".zed", ReasonCode::AgentPolicyPath, "Zed settings, tasks and context servers"),
+    (".github/copilot-instructions.md", ReasonCode::AgentPolicyPath, "GitHub Copilot instructions"),
+    (".github/instructions", ReasonCode::AgentPolicyPath, "GitHub Copilot instruction files"),
+    (".github/prompts", ReasonCode::AgentPolicyPath, "GitHub Copilot prompt files"),
+    (".github/chatmodes", ReasonCode::AgentPolicyPath, "GitHub Copilot chat modes"),
+    (".github/agents", ReasonCode::AgentPolicyPath, "GitHub Copilot custom agents"),
+    ("permit.toml", ReasonCode::AgentPolicyPath, "this gate's own configuration"),
+    // Editors and dev environments: tasks, launch configurations and settings run commands.
+    (".vscode", ReasonCode::PersistencePath, "VS Code tasks, launch configurations, settings and MCP servers"),
+    (".idea", ReasonCode::PersistencePath, "JetBrains run configurations"),
+    (".fleet", ReasonCode::PersistencePath, "Fleet run configurations"),
+    (".devcontainer", ReasonCode::PersistencePath, "dev container definitions (lifecycle commands)"),
+    (".devcontainer.json", ReasonCode::PersistencePath, "dev container definition (lifecycle commands)"),
+    (".gitpod.yml", ReasonCode::PersistencePath, "Gitpod tasks"),
+    (".nvim.lua", ReasonCode::PersistencePath, "Neovim exrc"),
+    (".nvimrc", ReasonCode::PersistencePath, "Neovim exrc"),
+    (".exrc", ReasonCode::PersistencePath, "vi exrc"),
+    (".envrc", ReasonCode::PersistencePath, "direnv, run on entering the directory"),
+    // Hooks and tool configuration that runs programs.
+    (".git", ReasonCode::PersistencePath, "git's repository: config, hooks"),
+    ("head", ReasonCode::PersistencePath, "a git repository marker: a directory with HEAD, objects and refs is a repository"),
+    (".gitmodules", ReasonCode::PersistencePath, "git submodules (fetch URLs, update commands)"),
+    (".gitattributes", ReasonCode::PersistencePath, "git attributes (filter, diff and merge drivers)"),
+    (".gitconfig", ReasonCode::PersistencePath, "git configuration"),
+    (".git-blame-ignore-revs", ReasonCode::PersistencePath, "git blame configuration"),
+    (".hg", ReasonCode::PersistencePath, "Mercurial repository and hooks"),
+    (".husky", ReasonCode::PersistencePath, "husky git hooks"),
+    (".pre-commit-config.yaml", ReasonCode::PersistencePath, "pre-commit hooks"),
+    ("lefthook.yml", ReasonCode::PersistencePath, "lefthook hooks"),
+    (".lefthook.yml", ReasonCode::PersistencePath, "lefthook hooks"),
+    ("lefthook.yaml", ReasonCode::PersistencePath, "lefthook hooks"),
+    (".cargo", ReasonCode::PersistencePath, "Cargo configuration (rustc wrappers, runners)"),
+    ("rust-toolchain", ReasonCode::PersistencePath, "rustup toolchain selection"),
+    ("rust-toolchain.toml", ReasonCode::PersistencePath, "rustup toolchain selection"),
+    ("mise.toml", ReasonCode::PersistencePath, "mise tasks and hooks"),
+    (".mise.toml", ReasonCode::PersistencePath, "mise tasks and hooks"),
+    (".tool-versions", ReasonCode::PersistencePath, "asdf tool selection"),
+    (".yarnrc.yml", ReasonCode::PersistencePath, "Yarn configuration (yarnPath runs a file)"),
+    (".yarnrc", ReasonCode::PersistencePath, "Yarn configuration"),
+    (".pnpmfile.cjs", ReasonCode::PersistencePath, "pnpm hooks"),
+    (".npmrc", ReasonCode::PersistencePath, "npm configuration (scripts shell, registries)"),
+    (".bashrc", ReasonCode::PersistencePath, "shell start-up"),
+    (".bash_profile", ReasonCode::PersistencePath, "shell start-up"),
+    (".profile", ReasonCode::PersistencePath, "shell start-up"),
+    (".zshrc", ReasonCode::PersistencePath, "shell start-up"),
+    (".zshenv", ReasonCode::PersistencePath, "shell start-up"),
+];
+
+/// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
+fn workspace_config(path: &str) -> Option<ReasonCode> {
+    let lower = comparable(path);
+    let components: Vec<&str> = lower.split('/').collect();
+    WORKSPACE_CONFIG.iter().find_map(|(name, code, _)| {
+        let wanted: Vec<&str> = name.split('/').collect();
+        components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code)
+    })
 }
 
 fn system_location(path: &str) -> bool {
