@@ -89,7 +89,7 @@ pub struct DecisionRecord {
 }
 
 pub struct Pipeline {
-    gate: Gate,
+    gate: Arc<Gate>,
     costly_budget: CostlyBudget,
     sessions: SessionPolicy,
     prompts: Prompts,
@@ -101,6 +101,21 @@ pub struct Pipeline {
 
 fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1_000.0
+}
+
+/// Requests whose arguments add up to more than this are gated on the blocking pool.
+const INLINE_GATE_BYTES: usize = 16 * 1024;
+
+/// The bytes of the string values in a call's arguments (shallow: what the gate parses).
+fn argument_bytes(input: &serde_json::Map<String, serde_json::Value>) -> usize {
+    input
+        .values()
+        .map(|value| match value {
+            serde_json::Value::String(text) => text.len(),
+            serde_json::Value::Array(items) => items.iter().filter_map(|item| item.as_str()).map(str::len).sum(),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// The decision for a call the gate settled on its own.
@@ -190,7 +205,7 @@ impl Pipeline {
         let gate = Gate::new(config)?;
         let prompts = Prompts::load(&config.prompts).map_err(|error| error.to_string())?;
         Ok(Self {
-            gate,
+            gate: Arc::new(gate),
             costly_budget: CostlyBudget::new(
                 config.reversibility.costly_budget_per_session,
                 config.session.max_sessions,
@@ -220,6 +235,51 @@ impl Pipeline {
         self.screen.is_some() || self.review.is_some()
     }
 
+    /// Runs the gate on every pending call. Small requests are judged inline (microseconds).
+    /// Large ones (over [`INLINE_GATE_BYTES`] of arguments) run on the blocking pool under the
+    /// request's deadline, so a worst-case command cannot stall a tokio worker; if the deadline
+    /// passes first, every call is `ask` (fail closed).
+    async fn gate_all(
+        &self,
+        request: &DecideRequest,
+        deadline: Option<tokio::time::Instant>,
+    ) -> (Vec<GateOutcome>, Vec<f64>) {
+        let context_cwd = request.cwd.clone();
+        let evaluate = |gate: &Gate, pending: &[PendingCall], cwd: Option<&str>| {
+            let _span = tracing::debug_span!("gate", calls = pending.len()).entered();
+            let context = CallContext { cwd };
+            pending
+                .iter()
+                .map(|call| {
+                    let started = Instant::now();
+                    let outcome = gate.evaluate(call, context);
+                    (outcome, millis(started.elapsed()))
+                })
+                .unzip::<_, _, Vec<GateOutcome>, Vec<f64>>()
+        };
+        let size: usize = request.pending.iter().map(|call| argument_bytes(&call.input)).sum();
+        if size <= INLINE_GATE_BYTES {
+            return evaluate(&self.gate, &request.pending, context_cwd.as_deref());
+        }
+        let gate = Arc::clone(&self.gate);
+        let pending = request.pending.clone();
+        let blocking =
+            tokio::task::spawn_blocking(move || evaluate(&gate, &pending, context_cwd.as_deref()));
+        let joined = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, blocking).await.ok(),
+            None => Some(blocking.await),
+        };
+        match joined {
+            Some(Ok(result)) => result,
+            // The deadline passed, or the gate panicked: nobody has shown these calls are safe.
+            _ => request
+                .pending
+                .iter()
+                .map(|call| (GateOutcome::unfinished(&call.name), 0.0))
+                .unzip(),
+        }
+    }
+
     /// Decides every pending call, in order.
     pub async fn decide(&self, request: &DecideRequest) -> Vec<DecisionRecord> {
         self.decide_within(request, None).await
@@ -235,21 +295,10 @@ impl Pipeline {
     ) -> Vec<DecisionRecord> {
         let started = Instant::now();
         let session = request.session_id.as_deref();
-        let context = CallContext { cwd: request.cwd.as_deref() };
-        let gate_span = tracing::debug_span!("gate", calls = request.pending.len()).entered();
-        let mut gate_latencies = Vec::with_capacity(request.pending.len());
-        let outcomes: Vec<GateOutcome> = request
-            .pending
-            .iter()
-            .map(|call| {
-                let gate_started = Instant::now();
-                let mut outcome = self.gate.evaluate(call, context);
-                self.costly_budget.charge(session, &mut outcome);
-                gate_latencies.push(millis(gate_started.elapsed()));
-                outcome
-            })
-            .collect();
-        drop(gate_span);
+        let (mut outcomes, gate_latencies) = self.gate_all(request, deadline).await;
+        for outcome in &mut outcomes {
+            self.costly_budget.charge(session, outcome);
+        }
         let mut records: Vec<DecisionRecord> = request
             .pending
             .iter()

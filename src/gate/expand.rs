@@ -21,6 +21,8 @@ pub enum BraceError {
     TooMany,
     #[error("an unterminated quote or substitution")]
     Unterminated,
+    #[error("a letter sequence through punctuation, which bash reads again")]
+    Unsupported,
 }
 
 /// The words `word` becomes after brace expansion (quotes kept). A word with no brace
@@ -37,25 +39,34 @@ pub fn brace_expand(word: &str) -> Result<Vec<String>, BraceError> {
 }
 
 fn expand_into(word: &str, out: &mut Vec<String>) -> Result<(), BraceError> {
-    let Some((open, close, members)) = find_brace_expression(word)? else {
-        push(out, word.to_owned())?;
-        return Ok(());
-    };
-    let preamble = &word[..open];
-    let postscript = &word[close + 1..];
-    // The postscript may hold more brace expressions; expand it once and reuse it.
-    let mut tails = Vec::new();
-    expand_into(postscript, &mut tails)?;
-    for member in members {
-        let mut heads = Vec::new();
-        expand_into(&member, &mut heads)?;
-        for head in &heads {
-            for tail in &tails {
-                push(out, format!("{preamble}{head}{tail}"))?;
+    match find_brace_expression(word)? {
+        Found::Nothing => push(out, word.to_owned()),
+        Found::Literal { close } => {
+            // `{x}` and failed sequences stay as written; the rest of the word still expands.
+            let mut tails = Vec::new();
+            expand_into(&word[close + 1..], &mut tails)?;
+            for tail in tails {
+                push(out, format!("{}{tail}", &word[..=close]))?;
             }
+            Ok(())
+        }
+        Found::Expression { open, close, members } => {
+            let preamble = &word[..open];
+            // The postscript may hold more brace expressions; expand it once and reuse it.
+            let mut tails = Vec::new();
+            expand_into(&word[close + 1..], &mut tails)?;
+            for member in members {
+                let mut heads = Vec::new();
+                expand_into(&member, &mut heads)?;
+                for head in &heads {
+                    for tail in &tails {
+                        push(out, format!("{preamble}{head}{tail}"))?;
+                    }
+                }
+            }
+            Ok(())
         }
     }
-    Ok(())
 }
 
 fn push(out: &mut Vec<String>, word: String) -> Result<(), BraceError> {
@@ -66,27 +77,92 @@ fn push(out: &mut Vec<String>, word: String) -> Result<(), BraceError> {
     Ok(())
 }
 
-/// Byte offsets of the characters outside quotes, escapes and substitutions, with the byte.
-fn unquoted_bytes(word: &str) -> Result<Vec<(usize, u8)>, BraceError> {
-    let bytes = word.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
+enum Found {
+    Nothing,
+    /// Braces that expand to themselves (`{x}`, `{1.5..3}`), ending at byte `close`.
+    Literal { close: usize },
+    Expression { open: usize, close: usize, members: Vec<String> },
+}
+
+/// What bash's `brace_gobbler` (braces.c) looks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Satisfy {
+    Open,
+    Close,
+    Comma,
+}
+
+/// Scans `bytes` from `from` the way bash's `brace_gobbler` does, for the first unquoted `{`,
+/// the `}` closing a brace expression (only after a top-level `,` or `..`), or a top-level `,`.
+/// Backslashes escape (outside single quotes), quotes and `$(…)` are skipped, `${` nests.
+/// Returns the byte offset found, or `None`.
+fn gobble(bytes: &[u8], from: usize, satisfy: Satisfy) -> Result<Option<usize>, BraceError> {
+    let mut level = 0usize;
+    let mut separators = usize::from(satisfy != Satisfy::Close);
+    let mut quoted: Option<u8> = None;
+    let mut index = from;
     while index < bytes.len() {
-        match bytes[index] {
-            b'\\' => index += 2,
-            b'\'' => index = skip_single_quoted(bytes, index + 1)?,
-            b'"' => index = skip_double_quoted(bytes, index + 1)?,
-            b'`' => index = skip_backquoted(bytes, index + 1)?,
-            b'$' if bytes.get(index + 1) == Some(&b'\'') => index = skip_ansi_c(bytes, index + 2)?,
-            b'$' if bytes.get(index + 1) == Some(&b'(') => index = skip_nested(bytes, index + 2, b'(', b')')?,
-            b'$' if bytes.get(index + 1) == Some(&b'{') => index = skip_nested(bytes, index + 2, b'{', b'}')?,
-            byte => {
-                out.push((index, byte));
+        let byte = bytes[index];
+        if byte == b'\\' && quoted != Some(b'\'') {
+            index += 2;
+            continue;
+        }
+        if let Some(quote) = quoted {
+            if byte == quote {
+                quoted = None;
+            } else if quote == b'"' && byte == b'$' && bytes.get(index + 1) == Some(&b'(') {
+                index = skip_nested(bytes, index + 2, b'(', b')')?;
+                continue;
+            }
+            index += 1;
+            continue;
+        }
+        match byte {
+            b'"' | b'\'' | b'`' => {
+                quoted = Some(byte);
                 index += 1;
+                continue;
+            }
+            b'$' if bytes.get(index + 1) == Some(&b'(') => {
+                index = skip_nested(bytes, index + 2, b'(', b')')?;
+                continue;
+            }
+            b'$' if bytes.get(index + 1) == Some(&b'{') => {
+                // `${…}` is a parameter: its braces nest but never expand.
+                level += 1;
+                index += 2;
+                continue;
+            }
+            _ => {}
+        }
+        let wanted = match satisfy {
+            Satisfy::Open => b'{',
+            Satisfy::Close => b'}',
+            Satisfy::Comma => b',',
+        };
+        if byte == wanted && level == 0 && separators > 0 {
+            // bash ignores a `{` that starts the text and is followed by `}` (`{}`).
+            let empty_pair = satisfy == Satisfy::Open && index == 0 && bytes.get(index + 1) == Some(&b'}');
+            if !empty_pair {
+                return Ok(Some(index));
+            }
+            index += 1;
+            continue;
+        }
+        if byte == b'{' {
+            level += 1;
+        } else if byte == b'}' && level > 0 {
+            level -= 1;
+        } else if satisfy == Satisfy::Close && level == 0 {
+            if byte == b',' {
+                separators += 1;
+            } else if byte == b'.' && bytes.get(index + 1) == Some(&b'.') && bytes.get(index + 2) != Some(&b'}') {
+                separators += 1;
             }
         }
+        index += 1;
     }
-    Ok(out)
+    Ok(None)
 }
 
 fn skip_single_quoted(bytes: &[u8], from: usize) -> Result<usize, BraceError> {
@@ -97,17 +173,6 @@ fn skip_single_quoted(bytes: &[u8], from: usize) -> Result<usize, BraceError> {
         .ok_or(BraceError::Unterminated)
 }
 
-fn skip_ansi_c(bytes: &[u8], mut index: usize) -> Result<usize, BraceError> {
-    while index < bytes.len() {
-        match bytes[index] {
-            b'\\' => index += 2,
-            b'\'' => return Ok(index + 1),
-            _ => index += 1,
-        }
-    }
-    Err(BraceError::Unterminated)
-}
-
 fn skip_double_quoted(bytes: &[u8], mut index: usize) -> Result<usize, BraceError> {
     while index < bytes.len() {
         match bytes[index] {
@@ -115,7 +180,6 @@ fn skip_double_quoted(bytes: &[u8], mut index: usize) -> Result<usize, BraceErro
             b'"' => return Ok(index + 1),
             b'`' => index = skip_backquoted(bytes, index + 1)?,
             b'$' if bytes.get(index + 1) == Some(&b'(') => index = skip_nested(bytes, index + 2, b'(', b')')?,
-            b'$' if bytes.get(index + 1) == Some(&b'{') => index = skip_nested(bytes, index + 2, b'{', b'}')?,
             _ => index += 1,
         }
     }
@@ -159,47 +223,50 @@ fn skip_nested(bytes: &[u8], mut index: usize, open: u8, close: u8) -> Result<us
     Err(BraceError::Unterminated)
 }
 
-/// The first brace expression in `word`: `(open, close, members)` with byte offsets of the `{`
-/// and its `}`. Members of a list keep their source text; a sequence is generated.
-fn find_brace_expression(word: &str) -> Result<Option<(usize, usize, Vec<String>)>, BraceError> {
-    let unquoted = unquoted_bytes(word)?;
-    for (position, &(open, byte)) in unquoted.iter().enumerate() {
-        if byte != b'{' {
+/// The first brace expression in `word`, following bash's `brace_expand`: the first `{` whose
+/// closing `}` exists (else the next `{`); a list when the text between holds a comma (bash
+/// looks past quotes and levels here), split at top-level commas; else a sequence; else
+/// literal.
+fn find_brace_expression(word: &str) -> Result<Found, BraceError> {
+    let bytes = word.as_bytes();
+    let mut from = 0;
+    loop {
+        let Some(open) = gobble(bytes, from, Satisfy::Open)? else { return Ok(Found::Nothing) };
+        let Some(close) = gobble(bytes, open + 1, Satisfy::Close)? else {
+            from = open + 1;
             continue;
-        }
-        // Find the matching `}` among unquoted braces, noting top-level commas.
-        let mut depth = 0usize;
-        let mut commas = Vec::new();
-        let mut close = None;
-        for &(offset, byte) in &unquoted[position + 1..] {
-            match byte {
-                b'{' => depth += 1,
-                b'}' if depth == 0 => {
-                    close = Some(offset);
-                    break;
-                }
-                b'}' => depth -= 1,
-                b',' if depth == 0 => commas.push(offset),
-                _ => {}
-            }
-        }
-        let Some(close) = close else { continue };
-        if !commas.is_empty() {
-            let mut members = Vec::with_capacity(commas.len() + 1);
-            let mut start = open + 1;
-            for comma in commas {
-                members.push(word[start..comma].to_owned());
+        };
+        let amble = &word[open + 1..close];
+        if has_unescaped_comma(amble) {
+            let amble_bytes = amble.as_bytes();
+            let mut members = Vec::new();
+            let mut start = 0;
+            while let Some(comma) = gobble(amble_bytes, start, Satisfy::Comma)? {
+                members.push(amble[start..comma].to_owned());
                 start = comma + 1;
             }
-            members.push(word[start..close].to_owned());
-            return Ok(Some((open, close, members)));
+            members.push(amble[start..].to_owned());
+            return Ok(Found::Expression { open, close, members });
         }
-        if let Some(sequence) = sequence(&word[open + 1..close])? {
-            return Ok(Some((open, close, sequence)));
-        }
-        // Not a brace expression (`{}`, `{x}`): the `{` is literal; keep looking after it.
+        return Ok(match sequence(amble)? {
+            Some(members) => Found::Expression { open, close, members },
+            None => Found::Literal { close },
+        });
     }
-    Ok(None)
+}
+
+/// bash's test for a list: any comma not right after a backslash, quoted or not.
+fn has_unescaped_comma(amble: &str) -> bool {
+    let bytes = amble.as_bytes();
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'\\' => index += 2,
+            b',' => return true,
+            _ => index += 1,
+        }
+    }
+    false
 }
 
 /// `1..5`, `a..e`, `10..1..3`, `01..10` (zero-padded), as bash generates them.
@@ -220,9 +287,10 @@ fn sequence(inner: &str) -> Result<Option<Vec<String>>, BraceError> {
         if count > MAX_WORDS as u64 {
             return Err(BraceError::TooMany);
         }
+        // bash pads when an end is written `0…` or `-0…` (not `0` alone, not `+0…`), to the
+        // longer end's length, sign included.
         let padded = |text: &str| {
-            let digits = text.trim_start_matches(['-', '+']);
-            digits.len() > 1 && digits.starts_with('0')
+            (text.starts_with('0') && text.len() > 1) || (text.starts_with("-0") && text.len() > 2)
         };
         let width = if padded(parts[0]) || padded(parts[1]) { parts[0].len().max(parts[1].len()) } else { 0 };
         let mut out = Vec::with_capacity(count as usize);
@@ -253,8 +321,13 @@ fn sequence(inner: &str) -> Result<Option<Vec<String>>, BraceError> {
         let mut out = Vec::with_capacity(count as usize);
         let mut value = i64::from(start);
         for _ in 0..count {
-            // bash steps through the ASCII table, so `Z..a` passes `[`, `\`, `]`, `^`, `_`, `` ` ``.
-            out.push(char::from(value as u8).to_string());
+            // bash steps through the ASCII table, so `Z..a` passes `[`, `\\`, `]`, `^`, `_` and a
+            // backquote, which bash then reads again: not modelled, so the word is unknown.
+            let letter = char::from(value as u8);
+            if !letter.is_ascii_alphabetic() {
+                return Err(BraceError::Unsupported);
+            }
+            out.push(letter.to_string());
             value = if start <= end { value + step as i64 } else { value - step as i64 };
         }
         return Ok(Some(out));
@@ -264,7 +337,7 @@ fn sequence(inner: &str) -> Result<Option<Vec<String>>, BraceError> {
 
 fn parse_integer(text: &str) -> Option<i64> {
     let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
-    if digits.is_empty() || digits.len() > 9 || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+    if digits.is_empty() || digits.len() > 17 || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
     }
     text.parse().ok()
@@ -288,6 +361,18 @@ mod tests {
     }
 
     #[test]
+    fn a_close_brace_counts_only_after_a_separator() {
+        // bash's brace_gobbler: a `}` before any top-level `,` or `..` is literal.
+        assert_eq!(expand("{x},-rf}"), ["x}", "-rf"]);
+        assert_eq!(expand("{a},}"), ["a}"]);
+        assert_eq!(expand("a{},b}"), ["a}", "ab"]);
+        assert_eq!(expand("{{a,b}}c,d}"), ["a}c", "b}c", "d"]);
+        // A comma anywhere in the text makes a list, even one with no top-level comma.
+        assert_eq!(expand("{{a,b}0..t}"), ["a0..t", "b0..t"]);
+        assert_eq!(expand("{'a,b'..c}"), ["'a,b'..c"]);
+    }
+
+    #[test]
     fn quoted_members_still_expand() {
         assert_eq!(expand("{\"x\",}"), ["\"x\""]);
         assert_eq!(expand("{\\-o,}"), ["\\-o"]);
@@ -304,6 +389,13 @@ mod tests {
         assert_eq!(expand("{}"), ["{}"]);
         assert_eq!(expand("{x}"), ["{x}"]);
         assert_eq!(expand("{x}{a,b}"), ["{x}a", "{x}b"]);
+        assert_eq!(expand("{a{b,c}"), ["{ab", "{ac"]);
+        assert_eq!(expand("a{}{a,b}"), ["a{}a", "a{}b"]);
+        assert_eq!(expand("{}{a,b}"), ["{}a", "{}b"]);
+        assert_eq!(expand("{a..c}}"), ["a}", "b}", "c}"]);
+        assert_eq!(expand("{a..}"), ["{a..}"]);
+        assert_eq!(expand("{1..3..}"), ["{1..3..}"]);
+        assert_eq!(expand("{a,b..}"), ["a", "b.."]);
         assert_eq!(expand("$(echo {a,b})"), ["$(echo {a,b})"]);
     }
 
@@ -312,6 +404,9 @@ mod tests {
         assert_eq!(expand("{1..3}"), ["1", "2", "3"]);
         assert_eq!(expand("{3..1}"), ["3", "2", "1"]);
         assert_eq!(expand("{01..3}"), ["01", "02", "03"]);
+        assert_eq!(expand("{-0..2}"), ["0", "1", "2"]);
+        assert_eq!(expand("{+01..3}"), ["1", "2", "3"]);
+        assert_eq!(brace_expand("{Z..a}"), Err(BraceError::Unsupported));
         assert_eq!(expand("{1..10..4}"), ["1", "5", "9"]);
         assert_eq!(expand("{a..c}"), ["a", "b", "c"]);
         assert_eq!(expand("{a..1}"), ["{a..1}"]);

@@ -82,6 +82,29 @@ pub struct GateOutcome {
 }
 
 impl GateOutcome {
+    /// The outcome for a call the gate could not finish judging before the request's deadline:
+    /// nothing was shown to be safe, so a person decides.
+    pub fn unfinished(tool: &str) -> GateOutcome {
+        GateOutcome {
+            action: GateAction::Ask,
+            tier: Tier::High,
+            structural_tier: Tier::High,
+            hard_deny: false,
+            veto_only: false,
+            model_may_allow: false,
+            reversibility: None,
+            rules: Vec::new(),
+            reason_codes: vec![ReasonCode::ShellParseError],
+            primary: ReasonCode::ShellParseError,
+            findings: vec![Finding {
+                code: ReasonCode::ShellParseError,
+                subject: tool.to_owned(),
+                detail: "was not judged before the request's deadline".to_owned(),
+                rule: None,
+            }],
+        }
+    }
+
     /// The fixed sentence shown for a `deny` or `ask`, naming the rule or check responsible.
     pub fn reason(&self) -> Option<String> {
         if self.action == GateAction::Allow {

@@ -934,9 +934,25 @@ impl Walker<'_> {
         out: &mut Expanded,
         unquoted: bool,
     ) {
-        for piece in pieces {
+        for (index, piece) in pieces.iter().enumerate() {
             let raw = source.get(piece.start_index..piece.end_index).unwrap_or("");
+            // `~` written literally (`'~'`, `\~`) must not look like the home directory, which
+            // the gate writes as `~`: such a word is unknown.
+            let starts_word = out.text.is_empty();
+            let literal_tilde = |text: &str| starts_word && text.starts_with('~');
             match &piece.piece {
+                WordPiece::SingleQuotedText(text) | WordPiece::AnsiCQuotedText(text) | WordPiece::EscapeSequence(text)
+                    if literal_tilde(text.strip_prefix('\\').unwrap_or(text)) =>
+                {
+                    out.text.push_str(text.strip_prefix('\\').unwrap_or(text));
+                    out.dynamic = true;
+                }
+                // An unquoted `~` the parser did not take as a tilde prefix (`~"/x"`, `~''`) is
+                // literal in bash too.
+                WordPiece::Text(text) if literal_tilde(text) => {
+                    out.text.push_str(text);
+                    out.dynamic = true;
+                }
                 WordPiece::Text(text) => {
                     if unquoted {
                         let (glob, leading) = glob_in_text(text, out.text.is_empty());
@@ -960,17 +976,25 @@ impl Walker<'_> {
                 WordPiece::DoubleQuotedSequence(inner) | WordPiece::GettextDoubleQuotedSequence(inner) => {
                     self.expand_pieces(source, inner, depth, out, false);
                 }
-                WordPiece::TildeExpansion(tilde) => match tilde {
-                    brush_parser::word::TildeExpr::Home => out.text.push('~'),
-                    brush_parser::word::TildeExpr::UserHome(user) => {
-                        out.text.push('~');
-                        out.text.push_str(user);
+                WordPiece::TildeExpansion(tilde) => {
+                    // bash expands a tilde prefix only when nothing in it is quoted: the next
+                    // piece must end the word or be unquoted text starting with `/`.
+                    let prefix_ends = match pieces.get(index + 1).map(|next| &next.piece) {
+                        None => true,
+                        Some(WordPiece::Text(text)) => text.starts_with('/'),
+                        Some(_) => false,
+                    };
+                    out.text.push('~');
+                    match tilde {
+                        brush_parser::word::TildeExpr::Home if prefix_ends => {}
+                        // `~user` is another user's home, which the gate does not know.
+                        _ => {
+                            out.text.clear();
+                            out.text.push_str(raw);
+                            out.dynamic = true;
+                        }
                     }
-                    _ => {
-                        out.text.push_str(raw);
-                        out.dynamic = true;
-                    }
-                },
+                }
                 WordPiece::ParameterExpansion(_) => {
                     if raw.contains("$(") || raw.contains('`') {
                         // `${x:-$(cmd)}`: the substitution runs, but the parser does not hand it out.
