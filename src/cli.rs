@@ -27,24 +27,33 @@ pub struct Cli {
 pub enum HookAgent {
     /// Claude Code's `PreToolUse` and `PermissionRequest` command hooks.
     ClaudeCode(HookArgs),
-    /// OpenAI Codex's `PreToolUse` and `PermissionRequest` hooks (same input and answer shapes).
+    /// OpenAI Codex's `PreToolUse` and `PermissionRequest` hooks. Codex enforces only a deny from
+    /// `PreToolUse`, so permit's `ask` is answered there as a deny telling the agent to ask the user.
     Codex(HookArgs),
 }
 
 #[derive(Debug, clap::Args)]
 pub struct HookArgs {
-    /// Config file for deciding in-process. Defaults to $PERMIT_CONFIG, else the built-in defaults.
+    /// Config file for the gate the hook runs itself, and for deciding in-process. Defaults to
+    /// $PERMIT_CONFIG, else the built-in defaults.
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Decide through a running `permit serve` at this URL (e.g. http://127.0.0.1:8787).
+    /// Decide through a running `permit serve` at this URL (e.g. http://127.0.0.1:8787). The
+    /// hook's own gate still answers its denies at once.
     #[arg(long)]
     server: Option<String>,
     /// Environment variable holding the server's bearer token.
     #[arg(long, default_value = "PERMIT_TOKEN")]
     token_env: String,
-    /// The hook's whole budget in milliseconds; past it the answer is `ask`.
+    /// The hook's whole budget in milliseconds; past it the answer is `ask` (the gate's deny
+    /// stands). Keep it well inside the host's hook timeout.
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
+    /// State that --config (or $PERMIT_CONFIG) is the very file the server at --server runs, so a
+    /// call the hook's gate allows or sends to a person needs no round trip. Without a config
+    /// file it has no effect.
+    #[arg(long, requires = "server")]
+    same_config_as_server: bool,
     /// Print the decide request built from the hook input and transcript; decide nothing.
     #[arg(long)]
     dry_run: bool,
@@ -184,22 +193,33 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Eval(args) => {
             crate::eval::cli::run(crate::eval::cli::EvalArgs { config: config_path(args.config.clone()), ..args })
         }
-        Command::Hook { agent: HookAgent::ClaudeCode(args) | HookAgent::Codex(args) } => {
-            let mut input = String::new();
+        Command::Hook { agent } => {
+            let (host, args) = match agent {
+                HookAgent::ClaudeCode(args) => (crate::hook::Host::ClaudeCode, args),
+                HookAgent::Codex(args) => (crate::hook::Host::Codex, args),
+            };
             let settings = crate::hook::HookSettings {
+                host,
                 config: config_path(args.config),
                 server: args.server,
                 token_env: args.token_env,
                 timeout: std::time::Duration::from_millis(args.timeout_ms),
                 dry_run: args.dry_run,
+                same_config_as_server: args.same_config_as_server,
             };
-            // An unreadable stdin is one more failure the hook answers with `ask`.
-            let output = match std::io::stdin().read_to_string(&mut input) {
+            let mut input = String::new();
+            // An unreadable stdin is input the hook cannot read: answered as a block.
+            let answer = match std::io::stdin().read_to_string(&mut input) {
                 Ok(_) => crate::hook::run(&input, &settings),
                 Err(_) => crate::hook::run("", &settings),
             };
-            print_out(&output)?;
-            Ok(ExitCode::SUCCESS)
+            if !answer.stdout.is_empty() {
+                print_out(&answer.stdout)?;
+            }
+            if !answer.stderr.is_empty() {
+                eprintln!("{}", answer.stderr);
+            }
+            Ok(ExitCode::from(answer.exit_code))
         }
         Command::Replay { transcripts, per_session, out } => {
             let mut lines = Vec::new();

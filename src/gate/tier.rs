@@ -100,8 +100,10 @@ const fn hints(read_only: bool, destructive: bool, open_world: bool) -> ToolAnno
 const READ: ToolAnnotations = hints(true, false, false);
 /// Writes, but nothing outside the machine and nothing destroyed by design: `medium`.
 const WRITE: ToolAnnotations = hints(false, false, false);
-/// Reads, but reaches the open world (the web): `high`.
+/// Reads, but reaches the open world (the web, remote servers): `high`.
 const OPEN_READ: ToolAnnotations = hints(true, false, true);
+/// Sends something out of the machine (publishes, messages, schedules remote work): `high`.
+const OPEN_WRITE: ToolAnnotations = hints(false, false, true);
 /// Runs arbitrary commands: `high`. Argument analysis may lower a known-safe command to `low`.
 const EXECUTE: ToolAnnotations = hints(false, true, true);
 
@@ -125,34 +127,93 @@ fn shell(field: &str, workdir: Option<&str>) -> ArgumentSpec {
     ArgumentSpec { shell: Some(field.to_owned()), workdir: workdir.map(str::to_owned), ..ArgumentSpec::default() }
 }
 
-/// The built-in tool presets. Names and argument fields follow the tools' published schemas.
+/// The built-in presets. Names and argument fields follow the hosts' published tool references
+/// (Claude Code's "Tools available to Claude", Codex's tool specs and hook payloads); names
+/// change between releases, so retired names stay for older sessions and replays.
 pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
     match preset {
         Preset::ClaudeCode => vec![
+            // Files. Reads of credential stores or paths outside the workspace are raised by the
+            // path rules, so the hook's matcher should include the read tools too.
             spec("Read", READ, reads(&["file_path"])),
-            spec("NotebookRead", READ, reads(&["notebook_path"])),
             spec("Glob", READ, ArgumentSpec { glob: Some("pattern".to_owned()), ..reads(&["path"]) }),
             spec("Grep", READ, reads(&["path"])),
-            spec("LS", READ, reads(&["path"])),
+            // Code intelligence through a language server: reads the file it points at.
+            spec("LSP", READ, reads(&["filePath"])),
             spec("Edit", WRITE, writes(&["file_path"])),
-            spec("MultiEdit", WRITE, writes(&["file_path"])),
             spec("Write", WRITE, writes(&["file_path"])),
             spec("NotebookEdit", WRITE, writes(&["notebook_path"])),
+            // Execution. PowerShell has no parser here, so none of its commands is known-safe:
+            // it is `high` with no argument analysis and goes to the classifier.
             spec("Bash", EXECUTE, shell("command", None)),
-            // Reading a background shell's output or stopping it touches nothing new.
+            spec("PowerShell", EXECUTE, none()),
+            // Runs a command in the background under Bash's rules; its WebSocket source (`ws`,
+            // no `command`) is malformed for the shell analysis and stays `high`.
+            spec("Monitor", EXECUTE, shell("command", None)),
+            // Web.
+            spec("WebFetch", OPEN_READ, none()),
+            spec("WebSearch", OPEN_READ, none()),
+            // Agents. A subagent's or workflow's own calls come through the hook one by one;
+            // launching it changes nothing by itself.
+            spec("Agent", WRITE, none()),
+            spec("Workflow", WRITE, none()),
+            spec("TeamCreate", WRITE, none()),
+            spec("TeamDelete", WRITE, none()),
+            spec("ListAgents", READ, none()),
+            // Reaches other sessions, including cloud sessions and other machines.
+            spec("SendMessage", OPEN_WRITE, none()),
+            // Session bookkeeping.
+            spec("TaskCreate", READ, none()),
+            spec("TaskGet", READ, none()),
+            spec("TaskList", READ, none()),
+            spec("TaskUpdate", READ, none()),
+            spec("TaskOutput", READ, none()),
+            // Stops a background task the agent started.
+            spec("TaskStop", WRITE, none()),
+            spec("TodoWrite", READ, none()),
+            // Scheduling inside the session: later prompts' calls are judged when they come.
+            spec("CronCreate", WRITE, none()),
+            spec("CronDelete", WRITE, none()),
+            spec("CronList", READ, none()),
+            spec("ScheduleWakeup", WRITE, none()),
+            // Creates routines that run on claude.ai, outside this session and its hooks.
+            spec("RemoteTrigger", OPEN_WRITE, none()),
+            spec("PushNotification", OPEN_WRITE, none()),
+            // Publishes files as pages on claude.ai.
+            spec("Artifact", OPEN_WRITE, none()),
+            spec("ShareOnboardingGuide", OPEN_WRITE, none()),
+            // MCP plumbing. Resources come from the connected servers, which may be remote.
+            spec("ToolSearch", READ, none()),
+            spec("WaitForMcpServers", READ, none()),
+            spec("ListMcpResourcesTool", READ, none()),
+            spec("ReadMcpResourceTool", OPEN_READ, none()),
+            // Worktrees: a new checkout beside the repository, and back.
+            spec("EnterWorktree", WRITE, none()),
+            spec("ExitWorktree", WRITE, none()),
+            // Loads a skill's instructions into the conversation; the calls it leads to are
+            // judged one by one.
+            spec("Skill", WRITE, none()),
+            // The person's own prompts: entering plan mode only restricts; answering questions and
+            // approving a plan are the person's (the hook gives these no opinion unless permit
+            // denies, so the host's prompt shows). Leaving plan mode is never auto-approved.
+            spec("EnterPlanMode", READ, none()),
+            spec("AskUserQuestion", READ, none()),
+            spec("ExitPlanMode", OPEN_READ, none()),
+            // Retired names, kept for older sessions and replays: `Task` (now `Agent`),
+            // `MultiEdit`, `NotebookRead`, `LS`, `BashOutput`, `KillShell` / `KillBash`.
+            spec("Task", WRITE, none()),
+            spec("MultiEdit", WRITE, writes(&["file_path"])),
+            spec("NotebookRead", READ, reads(&["notebook_path"])),
+            spec("LS", READ, reads(&["path"])),
             spec("BashOutput", READ, none()),
             spec("KillShell", WRITE, none()),
             spec("KillBash", WRITE, none()),
-            spec("WebFetch", OPEN_READ, none()),
-            spec("WebSearch", OPEN_READ, none()),
-            // A subagent's own calls come through the gate one by one; launching it changes nothing.
-            spec("Task", WRITE, none()),
-            spec("TodoWrite", READ, none()),
-            spec("AskUserQuestion", READ, none()),
-            // Leaving plan mode is the user's approval step: never auto-approved.
-            spec("ExitPlanMode", OPEN_READ, none()),
         ],
         Preset::Codex => vec![
+            // Codex's hooks report every shell tool (`shell`, `shell_command`, `exec_command`,
+            // unified exec) as `Bash` with `{"command": "…"}`, and `apply_patch` with the patch in
+            // `command` (the hook judges it under `input`, the tool's own field).
+            spec("Bash", EXECUTE, shell("command", None)),
             spec("shell", EXECUTE, shell("command", Some("workdir"))),
             spec("shell_command", EXECUTE, shell("command", Some("workdir"))),
             spec("exec_command", EXECUTE, shell("cmd", Some("workdir"))),
@@ -190,6 +251,24 @@ mod tests {
         for name in ["Read", "Edit", "Bash", "WebFetch", "AskUserQuestion", "shell", "apply_patch"] {
             assert!(registry.get(name).is_some(), "{name}");
         }
+        // Claude Code's current names, each with a tier that fits what it can do.
+        for (name, tier) in [
+            ("Agent", Tier::Medium),
+            ("PowerShell", Tier::High),
+            ("Monitor", Tier::High),
+            ("WebSearch", Tier::High),
+            ("ExitPlanMode", Tier::High),
+            ("EnterPlanMode", Tier::Low),
+            ("LSP", Tier::Low),
+            ("TaskCreate", Tier::Low),
+            ("RemoteTrigger", Tier::High),
+            ("SendMessage", Tier::High),
+            ("Skill", Tier::Medium),
+        ] {
+            assert_eq!(registry.get(name).map(ToolSpec::structural_tier), Some(tier), "{name}");
+        }
+        // No parser for PowerShell: nothing in its arguments can make it known-safe.
+        assert!(registry.get("PowerShell").unwrap().arguments.is_empty());
         assert_eq!(registry.get("Read").unwrap().structural_tier(), Tier::Low);
         assert_eq!(registry.get("Edit").unwrap().structural_tier(), Tier::Medium);
         assert_eq!(registry.get("Bash").unwrap().structural_tier(), Tier::High);

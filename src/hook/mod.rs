@@ -1,211 +1,111 @@
-//! Agent integrations: `permit hook claude-code` (and `codex`), the `PreToolUse` /
-//! `PermissionRequest` command hook, and `permit replay`, which turns real sessions into eval
+//! Agent integrations: `permit hook claude-code` and `permit hook codex`, the `PreToolUse` /
+//! `PermissionRequest` command hooks, and `permit replay`, which turns real sessions into eval
 //! cases.
 //!
-//! The hook reads the hook's JSON on stdin, reads the session transcript it points at (see
-//! [`transcript`]), builds a decide request for the pending call and decides it, through a
-//! running `permit serve` (`--server`) or in-process, then prints the agent's answer shape.
+//! The hook reads the host's JSON on stdin ([`input`]), judges the call with the gate in the
+//! hook process, then through a running `permit serve` (`--server`) or in-process ([`decide`]),
+//! applies the host's permission mode, and prints the answer the host enforces ([`answer`]).
+//! The classifier is shown the session from the host's transcript ([`transcript`] for Claude
+//! Code, [`rollout`] for Codex), where only the words the person typed count as the request.
 //!
-//! It decides nothing itself and never lets a call through on failure: unreadable input, an
-//! unreadable transcript, a server that is down or slow, a config that does not load: every
-//! failure answers `ask` with the reason (for `PermissionRequest`: no verdict, so the agent's
-//! own dialog shows), and the process exits 0 so the agent reads the answer rather than a crash.
+//! The host's permission mode (`permission_mode`) is respected, never loosened:
+//! - `plan`: the host blocks edits until the person approves a plan, so permit allows only reads
+//!   (low tier); any other call it would allow is `ask`;
+//! - `acceptEdits`: the host already accepts in-workspace edits; permit's answers are unchanged;
+//! - `bypassPermissions`, `dontAsk`, `auto` (and modes permit does not know): no prompt reaches
+//!   a person, so permit's `deny` holds and its `ask` is answered as a deny that tells the agent
+//!   to ask the user.
+//!
+//! The host's own person-facing tools (`AskUserQuestion`, `ExitPlanMode`) get no opinion unless
+//! permit denies them: their prompt is the person answering, and a hook `allow` would skip it.
+//!
+//! It never lets a call through on failure: unreadable input, an unreadable transcript, a server
+//! that is down, slow or refuses the token, a config that does not load — the local gate's deny
+//! stands and everything else is `ask` (as the host enforces it), with the reason. Input that is
+//! not a hook input at all is answered with exit code 2, which both hosts enforce as a block.
 
+pub mod answer;
+pub mod decide;
+pub mod input;
 pub mod replay;
+pub mod rollout;
 pub mod transcript;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+pub use answer::{Answer, Host};
 
-use crate::config::Config;
-use crate::decision::Decision;
-use crate::engine::Engine;
-use crate::request::{CallDecision, DecideRequest, DecideResponse};
+use crate::decision::{Decision, Tier};
+use answer::Verdict;
+use input::{Parsed, PermissionMode};
 
-/// Where the decision is made.
+/// Where and how the hook decides.
 #[derive(Clone, Debug)]
 pub struct HookSettings {
+    pub host: Host,
+    /// `--config`, else `$PERMIT_CONFIG`; `None` means the built-in defaults.
     pub config: Option<PathBuf>,
     /// A running `permit serve`, e.g. `http://127.0.0.1:8787`.
     pub server: Option<String>,
     /// Environment variable holding the server's bearer token.
     pub token_env: String,
-    /// The whole hook's budget; stay well inside the agent's hook timeout (60 s by default).
+    /// The whole hook's budget; stay well inside the host's hook timeout.
     pub timeout: Duration,
     /// Print the request permit would decide instead of deciding it.
     pub dry_run: bool,
+    /// The operator states that `config` is the file the server runs: a local gate `allow` or
+    /// `ask` is then final and the server is not asked about it.
+    pub same_config_as_server: bool,
 }
 
-/// The fields of a hook input permit reads (Claude Code and Codex send more; they are ignored).
-#[derive(Debug, Deserialize)]
-struct HookInput {
-    #[serde(default)]
-    session_id: Option<String>,
-    #[serde(default)]
-    transcript_path: Option<PathBuf>,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    hook_event_name: Option<String>,
-    tool_name: String,
-    #[serde(default)]
-    tool_input: Value,
-    #[serde(default)]
-    tool_use_id: Option<String>,
-}
+/// The host's tools whose prompt is the person answering: a hook `allow` would skip it.
+pub const PERSON_FACING_TOOLS: &[&str] = &["AskUserQuestion", "ExitPlanMode"];
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Event {
-    PreToolUse,
-    PermissionRequest,
-}
-
-/// The verdict in the agent's words.
-fn answer(event: Event, decision: Decision, reason: &str) -> String {
-    let value = match event {
-        Event::PreToolUse => json!({
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": decision.as_str(),
-                "permissionDecisionReason": reason,
-            }
-        }),
-        Event::PermissionRequest => match decision {
-            Decision::Allow => json!({
-                "hookSpecificOutput": { "hookEventName": "PermissionRequest", "decision": { "behavior": "allow" } }
-            }),
-            Decision::Deny => json!({
-                "hookSpecificOutput": {
-                    "hookEventName": "PermissionRequest",
-                    "decision": { "behavior": "deny", "message": reason },
-                }
-            }),
-            // No verdict: the agent shows its own permission dialog to the person.
-            Decision::Ask => json!({}),
-        },
-    };
-    value.to_string()
-}
-
-fn failure(event: Event, what: &str) -> String {
-    answer(event, Decision::Ask, &format!("permit could not decide ({what}), so a person decides"))
-}
-
-fn reason_of(decision: &CallDecision) -> String {
-    match (&decision.reason, decision.decision) {
-        (Some(reason), _) => format!("permit: {reason}"),
-        (None, Decision::Allow) => format!(
-            "permit: allowed by the {} ({})",
-            crate::server::metrics::stage_name(decision.stage),
-            decision.reason_code.as_deref().unwrap_or("no reason code")
-        ),
-        (None, _) => "permit: a person should decide".to_owned(),
-    }
-}
-
-/// Runs the hook on `stdin`; returns what to print. Never fails.
-pub fn run(stdin: &str, settings: &HookSettings) -> String {
+/// Runs the hook on `stdin`; returns what to print and the exit code. Never fails.
+pub fn run(stdin: &str, settings: &HookSettings) -> Answer {
     let started = Instant::now();
-    let input: HookInput = match serde_json::from_str(stdin) {
-        Ok(input) => input,
-        Err(error) => return failure(Event::PreToolUse, &format!("the hook input is not valid: {error}")),
-    };
-    let event = match input.hook_event_name.as_deref() {
-        Some("PermissionRequest") => Event::PermissionRequest,
-        Some("PreToolUse") | None => Event::PreToolUse,
-        // Installed on an event permit does not judge: no opinion.
-        Some(_) => return "{}".to_owned(),
-    };
-    let request = match build_request(&input) {
-        Ok(request) => request,
-        Err(what) => return failure(event, &what),
+    let input = match input::parse(stdin) {
+        Ok(Parsed::Call(input)) => input,
+        Ok(Parsed::OtherEvent) => return Answer::no_opinion(),
+        Err(error) => return answer::unreadable(&error.to_string()),
     };
     if settings.dry_run {
-        return serde_json::to_string_pretty(&request).unwrap_or_default();
+        return dry_run(&input, settings);
     }
-    let deadline = started + settings.timeout;
-    match decide(&request, settings, deadline) {
-        Ok(decision) => answer(event, decision.decision, &reason_of(&decision)),
-        Err(what) => failure(event, &what),
+    let decision = decide::decide(&input, settings, started + settings.timeout);
+    let mut verdict = match decision.decision {
+        Decision::Allow => Verdict::Allow,
+        Decision::Ask => Verdict::Ask,
+        Decision::Deny => Verdict::Deny,
+    };
+    let mut reason = answer::reason_text(&decision);
+    if input.permission_mode == PermissionMode::Plan && verdict == Verdict::Allow && decision.tier > Tier::Low {
+        verdict = Verdict::Ask;
+        reason = format!(
+            "permit needs a person to approve this call: the session is in plan mode, where permit allows only reads (this call is {} tier)",
+            decision.tier.as_str()
+        );
     }
+    let person_facing = input.tool_name.as_deref().is_some_and(|name| PERSON_FACING_TOOLS.contains(&name));
+    if person_facing && verdict != Verdict::Deny {
+        verdict = Verdict::NoOpinion;
+    }
+    answer::render(settings.host, input.event, &input.permission_mode, verdict, &reason)
 }
 
-/// The decide request for the pending call, with the session up to it.
-fn build_request(input: &HookInput) -> Result<DecideRequest, String> {
-    let call_id = input.tool_use_id.clone().unwrap_or_else(|| "pending".to_owned());
-    let session = match &input.transcript_path {
-        Some(path) if !path.as_os_str().is_empty() => transcript::read(path)?,
-        _ => transcript::SessionTranscript::default(),
-    };
-    let events = transcript::up_to_call(&session.events, &call_id);
-    let tool_input = match &input.tool_input {
-        Value::Object(map) => map.clone(),
-        Value::Null => Map::new(),
-        other => {
-            return Err(format!(
-                "`tool_input` is not an object: {}",
-                other.to_string().chars().take(60).collect::<String>()
-            ));
-        }
-    };
-    let request = json!({
-        "session_id": input.session_id.clone().or(session.session_id),
-        "cwd": input.cwd.clone().or(session.cwd),
-        "transcript": events,
-        "pending": [{ "id": call_id, "name": input.tool_name, "input": tool_input }],
-    });
-    // Through the same strict parser as every request, so ids and fields are checked.
-    DecideRequest::from_json(&request.to_string()).map_err(|error| format!("the call cannot be judged: {error}"))
-}
-
-fn decide(request: &DecideRequest, settings: &HookSettings, deadline: Instant) -> Result<CallDecision, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| format!("cannot start the async runtime: {error}"))?;
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    let response: DecideResponse = match &settings.server {
-        Some(server) => runtime.block_on(ask_server(server, request, &settings.token_env, remaining))?,
-        None => {
-            let config = Config::load(settings.config.as_deref()).map_err(|error| format!("the config: {error}"))?;
-            let engine = Engine::new(config).map_err(|error| format!("the engine: {error}"))?;
-            let deadline = tokio::time::Instant::from_std(deadline);
-            let records = runtime.block_on(engine.pipeline().decide_within(request, Some(deadline)));
-            DecideResponse { decisions: records.into_iter().map(|record| record.decision).collect() }
-        }
-    };
-    response.decisions.into_iter().next().ok_or_else(|| "the response holds no decision".to_owned())
-}
-
-async fn ask_server(
-    server: &str,
-    request: &DecideRequest,
-    token_env: &str,
-    timeout: Duration,
-) -> Result<DecideResponse, String> {
-    let client =
-        reqwest::Client::builder().timeout(timeout).build().map_err(|error| format!("the HTTP client: {error}"))?;
-    let url = format!("{}/v1/decide", server.trim_end_matches('/'));
-    let mut builder = client
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(serde_json::to_string(request).map_err(|error| format!("the request cannot be sent: {error}"))?);
-    if let Some(token) = std::env::var(token_env).ok().filter(|token| !token.is_empty()) {
-        builder = builder.bearer_auth(token);
+fn dry_run(input: &input::HookInput, settings: &HookSettings) -> Answer {
+    let call = decide::pending_call(input);
+    match decide::build_request(input, &call, settings.host) {
+        Ok(request) => Answer {
+            stdout: serde_json::to_string_pretty(&request).unwrap_or_default(),
+            stderr: String::new(),
+            exit_code: 0,
+        },
+        Err(error) => Answer {
+            stdout: String::new(),
+            stderr: format!("permit: the request cannot be built: {error}"),
+            exit_code: 1,
+        },
     }
-    let response = builder.send().await.map_err(|error| {
-        if error.is_timeout() {
-            format!("the server at {server} did not answer in time")
-        } else {
-            format!("the server at {server} is unreachable")
-        }
-    })?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(format!("the server at {server} answered {status}"));
-    }
-    response.json().await.map_err(|_| format!("the server at {server} sent an unreadable answer"))
 }

@@ -1,8 +1,9 @@
 //! `permit replay`: turns real Claude Code sessions into unlabeled eval cases, so `permit eval`
 //! shows how permit would have decided on a user's own history.
 //!
-//! From each transcript it takes the calls worth judging (Bash, Edit, MultiEdit, Write,
-//! NotebookEdit, WebFetch and MCP tools), spread evenly through the session, at most
+//! From each transcript it takes the calls worth judging (Bash, PowerShell, Monitor, Edit, Write,
+//! NotebookEdit, WebFetch, MCP tools, and MultiEdit from older sessions), spread evenly through
+//! the session, at most
 //! `per_session` of them; each case holds the session up to that call and the call as its
 //! pending call. Cases carry no label: `permit eval` reports them as a distribution of
 //! decisions, never as errors.
@@ -18,7 +19,8 @@ use super::transcript;
 use crate::request::{KnownEvent, TranscriptEvent};
 
 /// Tools whose calls are replayed (besides every `mcp__…` tool).
-pub const REPLAYED_TOOLS: &[&str] = &["Bash", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch"];
+pub const REPLAYED_TOOLS: &[&str] =
+    &["Bash", "PowerShell", "Monitor", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch"];
 
 fn replayed(name: &str) -> bool {
     REPLAYED_TOOLS.contains(&name) || name.starts_with("mcp__")
@@ -47,7 +49,7 @@ fn id_part(text: &str) -> String {
 
 /// The cases of one transcript, as JSONL lines; and how many calls were skipped.
 pub fn cases(path: &Path, per_session: usize) -> Result<(Vec<String>, usize), String> {
-    let session = transcript::read(path)?;
+    let session = transcript::read(path).map_err(|error| error.to_string())?;
     let calls: Vec<usize> = session
         .events
         .iter()

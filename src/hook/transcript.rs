@@ -1,19 +1,33 @@
 //! Reads a Claude Code session transcript (the JSONL file at a hook's `transcript_path`) into
-//! permit's transcript events.
+//! permit's transcript events, and finds the pending call in it.
 //!
-//! What each line becomes:
-//! - `user` lines: a text content (string or `text` blocks) is the user's words; `tool_result`
-//!   blocks riding on them are tool results (string or block content, `is_error`);
-//!   `isMeta` lines (caveats and command wrappers Claude Code writes itself) are skipped;
+//! **Only what the person typed is user intent.** Claude Code writes many `user` lines the
+//! person never typed, and a model or a tool wrote them, so an injected instruction can ride in
+//! them. What each line becomes:
+//! - `user` lines whose text the person typed (a string, or `text` blocks on a line with no
+//!   `tool_result`) are user messages. A slash command the person ran (`<command-name>/x</command-name>`
+//!   with its `<command-args>`) becomes the words they typed, `/x args`; a shell command they ran
+//!   in bash mode (`<bash-input>`) becomes `! command`;
+//! - not user messages: `isMeta` lines (caveats, a command's expanded prompt), the compaction
+//!   summary (`isCompactSummary`, written by a model), lines marked `isVisibleInTranscriptOnly`,
+//!   lines whose `origin` is not `human`, and text the harness writes in the person's turn:
+//!   command output (`<local-command-stdout>`, `<local-command-stderr>`, `<local-command-caveat>`,
+//!   `<bash-stdout>`, `<bash-stderr>`), background task notifications (`<task-notification>`),
+//!   `<system-reminder>`, other sessions' messages (`<cross-session-message>`, `<teammate-message>`),
+//!   "[Request interrupted by user…]", and text blocks riding beside a `tool_result`;
+//! - `attachment` lines carrying a `queued_command` the person typed while the agent was busy
+//!   (`commandMode: "prompt"`, `origin.kind` `human` or absent) are user messages; queued task
+//!   notifications and the queue's own bookkeeping (`queue-operation`) are not;
+//! - `tool_result` blocks are tool results (string or block content, `is_error`);
 //! - `assistant` lines: `text` blocks are assistant prose, `tool_use` blocks are tool calls
 //!   (`thinking` blocks are skipped);
 //! - sidechain lines (`isSidechain: true`, a subagent's own conversation) are skipped: their
-//!   "user" turns are the main agent's prompts to the subagent, not the user's words;
-//! - `system`, `summary` and line types it does not know are skipped, as are lines that are not
-//!   JSON (counted, so a caller can say how many).
+//!   "user" turns are the main agent's prompts to the subagent;
+//! - `system`, `summary`, `file-history-snapshot` and other line types are skipped, as are lines
+//!   that are not JSON (counted, so a caller can say how many).
 //!
-//! On failure: a file that cannot be read is an error (the hook answers `ask`); a malformed line
-//! is skipped and counted, never guessed at.
+//! On failure: a file that cannot be read is an error (the hook then asks a person); a malformed
+//! line is skipped and counted, never guessed at.
 
 use std::path::Path;
 
@@ -33,13 +47,28 @@ pub struct SessionTranscript {
     pub skipped_lines: usize,
 }
 
-fn text_of_blocks(content: &Value) -> Option<String> {
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the transcript `{path}`: {reason}")]
+pub struct TranscriptError {
+    pub path: String,
+    pub reason: String,
+}
+
+/// Reads a transcript file as text; both hosts' readers share it.
+pub fn read_text(path: &Path) -> Result<String, TranscriptError> {
+    std::fs::read_to_string(path)
+        .map_err(|error| TranscriptError { path: path.display().to_string(), reason: error.kind().to_string() })
+}
+
+pub(crate) fn text_of_blocks(content: &Value) -> Option<String> {
     match content {
         Value::String(text) => Some(text.clone()),
         Value::Array(blocks) => {
             let texts: Vec<&str> = blocks
                 .iter()
-                .filter(|block| block["type"] == "text")
+                .filter(|block| {
+                    block["type"] == "text" || block["type"] == "input_text" || block["type"] == "output_text"
+                })
                 .filter_map(|block| block["text"].as_str())
                 .collect();
             (!texts.is_empty()).then(|| texts.join("\n"))
@@ -48,15 +77,80 @@ fn text_of_blocks(content: &Value) -> Option<String> {
     }
 }
 
-fn known(event: KnownEvent) -> TranscriptEvent {
+pub(crate) fn known(event: KnownEvent) -> TranscriptEvent {
     TranscriptEvent::Known(event)
 }
 
+/// Text Claude Code writes into the person's turn itself. A person's message starting with one
+/// of these is dropped too: losing a few words of intent only sends a call to a person.
+const HARNESS_PREFIXES: &[&str] = &[
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<task-notification>",
+    "<system-reminder>",
+    "<cross-session-message",
+    "<teammate-message",
+    "<user-prompt-submit-hook>",
+    "<command-message>",
+    "[Request interrupted by user",
+    "Caveat: The messages below were generated by the user while running local commands",
+    // Compaction summaries of older versions, written before `isCompactSummary` existed.
+    "This session is being continued from a previous conversation",
+];
+
+/// The content of `<tag>…</tag>` in `text`, if present.
+fn element<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let start = text.find(&open)? + open.len();
+    let end = text[start..].find(&close)? + start;
+    Some(&text[start..end])
+}
+
+/// The words the person typed, from one text a `user` line carries; `None` when the harness
+/// wrote it.
+pub fn typed_text(text: &str) -> Option<String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return None;
+    }
+    // A slash command: what the person typed is the command and its arguments.
+    if let Some(name) = element(trimmed, "command-name") {
+        let args = element(trimmed, "command-args").unwrap_or("").trim();
+        let typed = format!("{} {args}", name.trim());
+        return Some(typed.trim().to_owned()).filter(|typed| !typed.is_empty());
+    }
+    // Bash mode (`!` in the prompt): the person ran this command themselves.
+    if trimmed.starts_with("<bash-input>") {
+        return element(trimmed, "bash-input").map(|command| format!("! {}", command.trim()));
+    }
+    if HARNESS_PREFIXES.iter().any(|prefix| trimmed.starts_with(prefix)) {
+        return None;
+    }
+    Some(text.to_owned())
+}
+
+/// A `queued_command` attachment the person typed mid-turn, as their words.
+fn queued_prompt(attachment: &Value) -> Option<String> {
+    if attachment["type"] != "queued_command" {
+        return None;
+    }
+    let mode_is_prompt =
+        matches!(attachment.get("commandMode"), None | Some(Value::Null)) || attachment["commandMode"] == "prompt";
+    let origin_is_human =
+        matches!(attachment.get("origin"), None | Some(Value::Null)) || attachment["origin"]["kind"] == "human";
+    if !(mode_is_prompt && origin_is_human) {
+        return None;
+    }
+    typed_text(&text_of_blocks(&attachment["prompt"])?)
+}
+
 /// Reads the transcript at `path`.
-pub fn read(path: &Path) -> Result<SessionTranscript, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| format!("cannot read the transcript `{}`: {}", path.display(), error.kind()))?;
-    Ok(parse(&text))
+pub fn read(path: &Path) -> Result<SessionTranscript, TranscriptError> {
+    Ok(parse(&read_text(path)?))
 }
 
 pub fn parse(text: &str) -> SessionTranscript {
@@ -72,37 +166,23 @@ pub fn parse(text: &str) -> SessionTranscript {
         if let Some(session) = value["sessionId"].as_str() {
             transcript.session_id = Some(session.to_owned());
         }
-        if value["isSidechain"] == true || value["isMeta"] == true {
+        if value["isSidechain"] == true {
             transcript.skipped_lines += 1;
             continue;
         }
         let content = &value["message"]["content"];
         match value["type"].as_str() {
-            Some("user") => match content {
-                Value::String(text) => transcript.events.push(known(KnownEvent::User { text: text.clone() })),
-                Value::Array(blocks) => {
-                    for block in blocks {
-                        match block["type"].as_str() {
-                            Some("text") => {
-                                if let Some(text) = block["text"].as_str() {
-                                    transcript.events.push(known(KnownEvent::User { text: text.to_owned() }));
-                                }
-                            }
-                            Some("tool_result") => {
-                                let Some(id) = block["tool_use_id"].as_str() else { continue };
-                                let content =
-                                    text_of_blocks(&block["content"]).map(Value::String).unwrap_or(Value::Null);
-                                transcript.events.push(known(KnownEvent::ToolResult {
-                                    id: id.to_owned(),
-                                    content,
-                                    is_error: block["is_error"] == true,
-                                }));
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => transcript.skipped_lines += 1,
+            Some("user") => {
+                // Text on these lines is never the person's; tool results on them still count.
+                let written_by_harness = value["isMeta"] == true
+                    || value["isCompactSummary"] == true
+                    || value["isVisibleInTranscriptOnly"] == true
+                    || !(matches!(value.get("origin"), None | Some(Value::Null)) || value["origin"]["kind"] == "human");
+                read_user_line(content, written_by_harness, &mut transcript);
+            }
+            Some("attachment") => match queued_prompt(&value["attachment"]) {
+                Some(text) => transcript.events.push(known(KnownEvent::User { text })),
+                None => transcript.skipped_lines += 1,
             },
             Some("assistant") => {
                 for block in content.as_array().map(Vec::as_slice).unwrap_or_default() {
@@ -133,14 +213,153 @@ pub fn parse(text: &str) -> SessionTranscript {
     transcript
 }
 
-/// Drops the call `id` (and anything after it) from the events: the pending call is judged,
-/// not shown as already made.
-pub fn up_to_call(events: &[TranscriptEvent], id: &str) -> Vec<TranscriptEvent> {
-    let position = events
-        .iter()
-        .position(|event| matches!(event, TranscriptEvent::Known(KnownEvent::ToolCall { id: call, .. }) if call == id));
+fn read_user_line(content: &Value, written_by_harness: bool, transcript: &mut SessionTranscript) {
+    match content {
+        Value::String(text) => match typed_text(text).filter(|_| !written_by_harness) {
+            Some(text) => transcript.events.push(known(KnownEvent::User { text })),
+            None => transcript.skipped_lines += 1,
+        },
+        Value::Array(blocks) => {
+            let carries_results = blocks.iter().any(|block| block["type"] == "tool_result");
+            for block in blocks {
+                match block["type"].as_str() {
+                    Some("text") if !written_by_harness && !carries_results => {
+                        if let Some(text) = block["text"].as_str().and_then(typed_text) {
+                            transcript.events.push(known(KnownEvent::User { text }));
+                        }
+                    }
+                    Some("tool_result") => {
+                        let Some(id) = block["tool_use_id"].as_str() else { continue };
+                        let content = text_of_blocks(&block["content"]).map(Value::String).unwrap_or(Value::Null);
+                        transcript.events.push(known(KnownEvent::ToolResult {
+                            id: id.to_owned(),
+                            content,
+                            is_error: block["is_error"] == true,
+                        }));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => transcript.skipped_lines += 1,
+    }
+}
+
+/// The call a hook asks about, to find it in the transcript.
+#[derive(Clone, Copy, Debug)]
+pub struct PendingCallRef<'a> {
+    /// `tool_use_id` when the hook input carries one (`PreToolUse`).
+    pub id: Option<&'a str>,
+    pub name: &'a str,
+    pub input: &'a Map<String, Value>,
+}
+
+/// Drops the pending call (and anything after it) from the events: the pending call is judged,
+/// not shown as already made. It is found by id; without one (`PermissionRequest` carries none),
+/// or when the id is not in this transcript, by name and input among the calls that have no
+/// result yet, latest first.
+pub fn up_to_pending(events: &[TranscriptEvent], pending: PendingCallRef<'_>) -> Vec<TranscriptEvent> {
+    let by_id = pending.id.and_then(|wanted| {
+        events
+            .iter()
+            .position(|event| matches!(event, TranscriptEvent::Known(KnownEvent::ToolCall { id, .. }) if id == wanted))
+    });
+    let position = by_id.or_else(|| {
+        (0..events.len()).rev().find(|&index| {
+            let TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input }) = &events[index] else {
+                return false;
+            };
+            let answered = events[index + 1..].iter().any(
+                |event| matches!(event, TranscriptEvent::Known(KnownEvent::ToolResult { id: result, .. }) if result == id),
+            );
+            !answered && same_call(name, input, pending.name, pending.input)
+        })
+    });
     match position {
         Some(position) => events[..position].to_vec(),
         None => events.to_vec(),
+    }
+}
+
+/// Codex's shell tools, which its hooks all report as `Bash`.
+const CODEX_SHELL_TOOLS: &[&str] = &["shell", "shell_command", "exec_command", "local_shell", "container.exec"];
+
+/// The command line a shell call runs: a string, or an argv whose last word is the script of
+/// `bash -lc …` (else the words joined).
+fn command_text(input: &Map<String, Value>) -> Option<String> {
+    match input.get("cmd").or_else(|| input.get("command"))? {
+        Value::String(command) => Some(command.clone()),
+        Value::Array(words) => {
+            let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
+            match words.as_slice() {
+                [_, flag, script] if flag.starts_with('-') && flag.ends_with('c') => Some((*script).to_owned()),
+                _ => Some(words.join(" ")),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Whether a transcript call is the hook's call: same name and input, or (Codex) the same
+/// command under Codex's own shell tool name.
+fn same_call(name: &str, input: &Map<String, Value>, hook_name: &str, hook_input: &Map<String, Value>) -> bool {
+    if name == hook_name && input == hook_input {
+        return true;
+    }
+    hook_name == "Bash"
+        && CODEX_SHELL_TOOLS.contains(&name)
+        && command_text(input).is_some()
+        && command_text(input) == command_text(hook_input)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_typed_words_are_intent() {
+        assert_eq!(typed_text("fix the build").as_deref(), Some("fix the build"));
+        assert_eq!(
+            typed_text("<command-message>deploy is running…</command-message>\n<command-name>/deploy</command-name>\n<command-args>staging</command-args>").as_deref(),
+            Some("/deploy staging")
+        );
+        assert_eq!(typed_text("<bash-input>git status</bash-input>").as_deref(), Some("! git status"));
+        for harness in [
+            "<local-command-stdout>Set model to opus</local-command-stdout>",
+            "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n</task-notification>",
+            "<system-reminder>x</system-reminder>",
+            "[Request interrupted by user for tool use]",
+            "   ",
+        ] {
+            assert_eq!(typed_text(harness), None, "{harness}");
+        }
+    }
+
+    #[test]
+    fn the_pending_call_is_found_by_name_and_input_when_it_has_no_id() {
+        let call = |id: &str, command: &str| {
+            known(KnownEvent::ToolCall {
+                id: id.to_owned(),
+                name: "Bash".to_owned(),
+                input: json!({"command": command}).as_object().cloned().unwrap(),
+            })
+        };
+        let result =
+            |id: &str| known(KnownEvent::ToolResult { id: id.to_owned(), content: Value::Null, is_error: false });
+        let events = vec![call("a", "ls"), result("a"), call("b", "ls")];
+        let input = json!({"command": "ls"}).as_object().cloned().unwrap();
+        let cut = up_to_pending(&events, PendingCallRef { id: None, name: "Bash", input: &input });
+        assert_eq!(cut, events[..2], "the answered `ls` stays, the pending one goes");
+        let other = json!({"command": "pwd"}).as_object().cloned().unwrap();
+        assert_eq!(up_to_pending(&events, PendingCallRef { id: None, name: "Bash", input: &other }), events);
+        let codex = known(KnownEvent::ToolCall {
+            id: "call_1".to_owned(),
+            name: "exec_command".to_owned(),
+            input: json!({"cmd": "ls", "workdir": "/w"}).as_object().cloned().unwrap(),
+        });
+        let events = vec![codex];
+        assert!(up_to_pending(&events, PendingCallRef { id: None, name: "Bash", input: &input }).is_empty());
     }
 }
