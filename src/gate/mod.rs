@@ -391,6 +391,23 @@ impl Gate {
             unit.add(ReasonCode::PrivilegeEscalation, "sandbox", "asks to run outside the sandbox", None);
             units.push(unit);
         }
+        // Codex's `local_shell` carries its own environment: anything beyond the harmless
+        // variables can change what runs (`GIT_CONFIG_*`, `BASH_ENV`, `GIT_EXTERNAL_DIFF`).
+        if let Some(environment) = call.input.get("env").filter(|value| !value.is_null()) {
+            let harmless = environment
+                .as_object()
+                .is_some_and(|variables| variables.keys().all(|name| shell::is_harmless_variable(name)));
+            if !harmless {
+                let mut unit = Unit::new(Tier::High, ReasonCode::EnvironmentOverride);
+                unit.add(
+                    ReasonCode::EnvironmentOverride,
+                    "env",
+                    "sets environment variables for the command that can change what runs",
+                    None,
+                );
+                units.push(unit);
+            }
+        }
         // Codex's `exec_command` takes the shell binary itself as `shell`.
         if let Some(shell_binary) = call.input.get("shell") {
             let standard = shell_binary.as_str().is_some_and(|binary| {
@@ -581,7 +598,7 @@ impl Gate {
             if word_flags.glob {
                 let placed = operand.is_some_and(|index| parsed.grammar_operands.in_repeated_section(index, operand_count));
                 let harmless_role = matches!(role, Role::Read | Role::Text | Role::Pattern | Role::MaybeRead);
-                let option_safe = !word_flags.glob_leading || entry.any_option_harmless;
+                let option_safe = !word_flags.glob_leading || entry.metadata_only;
                 if !(placed && harmless_role && option_safe) {
                     unit.command_tier = unit.command_tier.max(Tier::High);
                     unit.command_code = ReasonCode::DynamicCommand;
@@ -597,6 +614,17 @@ impl Gate {
                     return;
                 }
                 if role == Role::Text || role == Role::Pattern {
+                    return;
+                }
+                if !entry.metadata_only && !paths::glob_read_is_routine(value) {
+                    unit.command_tier = unit.command_tier.max(Tier::High);
+                    unit.command_code = ReasonCode::CredentialPath;
+                    unit.add(
+                        ReasonCode::CredentialPath,
+                        value,
+                        "is a glob that could match dotfiles or credential files (only globs ending in a routine extension such as `*.rs` are vouched for)",
+                        None,
+                    );
                     return;
                 }
             }

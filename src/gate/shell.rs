@@ -140,6 +140,11 @@ static WRAPPER_GRAMMARS: LazyLock<Vec<(&'static Wrapper, Grammar)>> = LazyLock::
         .collect()
 });
 
+/// A variable that may be set for a command without changing what it runs or where it reads.
+pub fn is_harmless_variable(name: &str) -> bool {
+    HARMLESS_VARIABLES.contains(&name)
+}
+
 fn harmless_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(name, _)| HARMLESS_VARIABLES.contains(&name))
 }
