@@ -154,6 +154,8 @@ struct Unit {
     argv: Option<Vec<String>>,
     /// Code explaining `command_tier`.
     command_code: ReasonCode,
+    /// `(path, is a write, base)` already judged for this unit.
+    judged: std::collections::HashSet<(String, bool, Option<String>)>,
     /// The least strict action the unit may get, unless an operator `allow` rule covers it.
     floor: GateAction,
 }
@@ -168,6 +170,7 @@ impl Unit {
             paths: Vec::new(),
             argv: None,
             command_code,
+            judged: std::collections::HashSet::new(),
             floor: GateAction::Allow,
         }
     }
@@ -565,9 +568,13 @@ impl Gate {
             }
             None => self.judge_unknown_words(&mut unit, part, &bases, workspace),
         }
-        let writes = unit.command_tier >= Tier::Medium
-            || part.redirects.iter().any(|(_, access)| *access == Access::Write)
-            || known.is_none();
+        // What later git parts must not trust: any file this part writes by name, or anything
+        // a part no entry vouches for may do. (git's own writes, such as `git add` updating the
+        // index, touch neither configuration nor a repository git would newly find.)
+        let writes = known.as_ref().is_none_or(|(_, _, parsed)| {
+            parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
+                || parsed.operands.iter().any(|(_, role)| *role == Role::Write)
+        }) || part.redirects.iter().any(|(_, access)| *access == Access::Write);
         *written |= writes;
         // Only command-prefix rules read the words; skip the copy when there are none.
         if !self.rules.is_empty() {
@@ -722,6 +729,11 @@ impl Gate {
     }
 
     fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {
+        // The same word judged twice from the same directory adds nothing (`ls a a a …`).
+        let key = (raw.to_owned(), access == Access::Write, base.map(str::to_owned));
+        if !unit.judged.insert(key) {
+            return;
+        }
         if paths::glob_may_match_sensitive(raw) {
             unit.path_tier = unit.path_tier.max(Tier::High);
             unit.add(
@@ -1079,13 +1091,11 @@ fn patch_paths(patch: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The first `limit` characters of `text`, with `…` when cut; looks at no more than that.
 fn truncate(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        text.to_owned()
-    } else {
-        let mut out: String = text.chars().take(limit).collect();
-        out.push('…');
-        out
+    match text.char_indices().nth(limit) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
     }
 }
 

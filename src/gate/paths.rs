@@ -175,7 +175,9 @@ pub fn judge(raw: &str, access: Access, base: Option<&str>, workspace: &Workspac
     if access == Access::Write && home_dotfile(&resolved, &workspace.home) {
         add(ReasonCode::PersistencePath, Tier::High);
     }
-    if let Some(code) = workspace_config(&resolved).filter(|_| access == Access::Write) {
+    if access == Access::Write
+        && let Some(code) = workspace_config(&resolved)
+    {
         add(code, Tier::High);
     }
     if access == Access::Write && critical_write_target(&resolved, &workspace.home) {
@@ -606,14 +608,22 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
 
 /// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
 fn workspace_config(path: &str) -> Option<ReasonCode> {
+    /// The table split once: `(components, suffix)` per entry.
+    static SPLIT: std::sync::LazyLock<Vec<(Vec<&'static str>, Option<&'static str>, ReasonCode)>> =
+        std::sync::LazyLock::new(|| {
+            WORKSPACE_CONFIG
+                .iter()
+                .map(|(name, code, _)| match name.strip_prefix('*') {
+                    Some(suffix) => (Vec::new(), Some(suffix), *code),
+                    None => (name.split('/').collect(), None, *code),
+                })
+                .collect()
+        });
     let lower = comparable(path);
     let components: Vec<&str> = lower.split('/').collect();
-    WORKSPACE_CONFIG.iter().find_map(|(name, code, _)| {
-        if let Some(suffix) = name.strip_prefix('*') {
-            return components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code);
-        }
-        let wanted: Vec<&str> = name.split('/').collect();
-        components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code)
+    SPLIT.iter().find_map(|(wanted, suffix, code)| match suffix {
+        Some(suffix) => components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code),
+        None => components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code),
     })
 }
 
