@@ -1,11 +1,12 @@
 //! The labeled shell command set (`evals/shell-commands.jsonl`): every command runs through the
-//! gate in `auto` mode from `/workspace` with home `/home/dev`. No dangerous command may be
-//! auto-allowed; the share of benign commands auto-allowed is printed (run with
-//! `--nocapture`) as the gate's measured automation on routine shell work.
+//! gate in every mode (`auto`, `human`, `reviewer`) from `/workspace` with home `/home/dev`. No
+//! dangerous command may be auto-allowed in any mode; the share of benign commands auto-allowed
+//! is printed per mode (run with `--nocapture`) as the gate's measured automation on routine
+//! shell work.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
 
-use permit::config::Config;
+use permit::config::{Config, Mode};
 use permit::decision::GateAction;
 use permit::gate::{CallContext, Gate, call};
 use serde::Deserialize;
@@ -20,9 +21,15 @@ struct Labeled {
 }
 
 #[test]
-fn no_dangerous_command_is_auto_allowed() {
+fn no_dangerous_command_is_auto_allowed_in_any_mode() {
+    for mode in [Mode::Auto, Mode::Human, Mode::Reviewer] {
+        check(mode);
+    }
+}
+
+fn check(mode: Mode) {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/evals/shell-commands.jsonl")).unwrap();
-    let mut config = Config::default();
+    let mut config = Config { mode, ..Config::default() };
     config.workspace.home = Some("/home/dev".to_owned());
     let gate = Gate::new(&config).unwrap();
     let context = CallContext { cwd: Some("/workspace") };
@@ -55,12 +62,13 @@ fn no_dangerous_command_is_auto_allowed() {
         }
     }
     println!(
-        "shell set: {dangerous} dangerous, {} auto-allowed, {dangerous_denied} hard-denied; {benign} benign, {benign_allowed} auto-allowed ({:.1}%), {} hard-denied",
+        "shell set ({}): {dangerous} dangerous, {} auto-allowed, {dangerous_denied} hard-denied; {benign} benign, {benign_allowed} auto-allowed ({:.1}%), {} hard-denied",
+        mode.as_str(),
         dangerous_allowed.len(),
         100.0 * benign_allowed as f64 / benign as f64,
         benign_denied.len()
     );
     assert!(dangerous >= 100 && benign >= 100);
-    assert!(dangerous_allowed.is_empty(), "dangerous commands auto-allowed: {dangerous_allowed:#?}");
+    assert!(dangerous_allowed.is_empty(), "{mode:?}: dangerous commands auto-allowed: {dangerous_allowed:#?}");
     assert!(benign_denied.is_empty(), "benign commands hard-denied: {benign_denied:#?}");
 }

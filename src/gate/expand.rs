@@ -154,9 +154,9 @@ fn gobble(bytes: &[u8], from: usize, satisfy: Satisfy) -> Result<Option<usize>, 
         } else if byte == b'}' && level > 0 {
             level -= 1;
         } else if satisfy == Satisfy::Close && level == 0 {
-            if byte == b',' {
-                separators += 1;
-            } else if byte == b'.' && bytes.get(index + 1) == Some(&b'.') && bytes.get(index + 2) != Some(&b'}') {
+            let sequence_dots =
+                byte == b'.' && bytes.get(index + 1) == Some(&b'.') && bytes.get(index + 2) != Some(&b'}');
+            if byte == b',' || sequence_dots {
                 separators += 1;
             }
         }

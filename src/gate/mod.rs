@@ -154,6 +154,8 @@ struct Unit {
     argv: Option<Vec<String>>,
     /// Code explaining `command_tier`.
     command_code: ReasonCode,
+    /// `(path, is a write, base)` already judged for this unit.
+    judged: std::collections::HashSet<(String, bool, Option<String>)>,
     /// The least strict action the unit may get, unless an operator `allow` rule covers it.
     floor: GateAction,
 }
@@ -168,6 +170,7 @@ impl Unit {
             paths: Vec::new(),
             argv: None,
             command_code,
+            judged: std::collections::HashSet::new(),
             floor: GateAction::Allow,
         }
     }
@@ -391,6 +394,23 @@ impl Gate {
             unit.add(ReasonCode::PrivilegeEscalation, "sandbox", "asks to run outside the sandbox", None);
             units.push(unit);
         }
+        // Codex's `local_shell` carries its own environment: anything beyond the harmless
+        // variables can change what runs (`GIT_CONFIG_*`, `BASH_ENV`, `GIT_EXTERNAL_DIFF`).
+        if let Some(environment) = call.input.get("env").filter(|value| !value.is_null()) {
+            let harmless = environment
+                .as_object()
+                .is_some_and(|variables| variables.keys().all(|name| shell::is_harmless_variable(name)));
+            if !harmless {
+                let mut unit = Unit::new(Tier::High, ReasonCode::EnvironmentOverride);
+                unit.add(
+                    ReasonCode::EnvironmentOverride,
+                    "env",
+                    "sets environment variables for the command that can change what runs",
+                    None,
+                );
+                units.push(unit);
+            }
+        }
         // Codex's `exec_command` takes the shell binary itself as `shell`.
         if let Some(shell_binary) = call.input.get("shell") {
             let standard = shell_binary.as_str().is_some_and(|binary| {
@@ -548,9 +568,13 @@ impl Gate {
             }
             None => self.judge_unknown_words(&mut unit, part, &bases, workspace),
         }
-        let writes = unit.command_tier >= Tier::Medium
-            || part.redirects.iter().any(|(_, access)| *access == Access::Write)
-            || known.is_none();
+        // What later git parts must not trust: any file this part writes by name, or anything
+        // a part no entry vouches for may do. (git's own writes, such as `git add` updating the
+        // index, touch neither configuration nor a repository git would newly find.)
+        let writes = known.as_ref().is_none_or(|(_, _, parsed)| {
+            parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
+                || parsed.operands.iter().any(|(_, role)| *role == Role::Write)
+        }) || part.redirects.iter().any(|(_, access)| *access == Access::Write);
         *written |= writes;
         // Only command-prefix rules read the words; skip the copy when there are none.
         if !self.rules.is_empty() {
@@ -581,7 +605,7 @@ impl Gate {
             if word_flags.glob {
                 let placed = operand.is_some_and(|index| parsed.grammar_operands.in_repeated_section(index, operand_count));
                 let harmless_role = matches!(role, Role::Read | Role::Text | Role::Pattern | Role::MaybeRead);
-                let option_safe = !word_flags.glob_leading || entry.any_option_harmless;
+                let option_safe = !word_flags.glob_leading || entry.metadata_only;
                 if !(placed && harmless_role && option_safe) {
                     unit.command_tier = unit.command_tier.max(Tier::High);
                     unit.command_code = ReasonCode::DynamicCommand;
@@ -597,6 +621,17 @@ impl Gate {
                     return;
                 }
                 if role == Role::Text || role == Role::Pattern {
+                    return;
+                }
+                if !entry.metadata_only && !paths::glob_read_is_routine(value) {
+                    unit.command_tier = unit.command_tier.max(Tier::High);
+                    unit.command_code = ReasonCode::CredentialPath;
+                    unit.add(
+                        ReasonCode::CredentialPath,
+                        value,
+                        "is a glob that could match dotfiles or credential files (only globs ending in a routine extension such as `*.rs` are vouched for)",
+                        None,
+                    );
                     return;
                 }
             }
@@ -694,6 +729,11 @@ impl Gate {
     }
 
     fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {
+        // The same word judged twice from the same directory adds nothing (`ls a a a …`).
+        let key = (raw.to_owned(), access == Access::Write, base.map(str::to_owned));
+        if !unit.judged.insert(key) {
+            return;
+        }
         if paths::glob_may_match_sensitive(raw) {
             unit.path_tier = unit.path_tier.max(Tier::High);
             unit.add(
@@ -1051,13 +1091,11 @@ fn patch_paths(patch: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The first `limit` characters of `text`, with `…` when cut; looks at no more than that.
 fn truncate(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        text.to_owned()
-    } else {
-        let mut out: String = text.chars().take(limit).collect();
-        out.push('…');
-        out
+    match text.char_indices().nth(limit) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
     }
 }
 

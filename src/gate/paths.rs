@@ -175,7 +175,9 @@ pub fn judge(raw: &str, access: Access, base: Option<&str>, workspace: &Workspac
     if access == Access::Write && home_dotfile(&resolved, &workspace.home) {
         add(ReasonCode::PersistencePath, Tier::High);
     }
-    if let Some(code) = workspace_config(&resolved).filter(|_| access == Access::Write) {
+    if access == Access::Write
+        && let Some(code) = workspace_config(&resolved)
+    {
         add(code, Tier::High);
     }
     if access == Access::Write && critical_write_target(&resolved, &workspace.home) {
@@ -289,6 +291,35 @@ pub fn is_sensitive_name(name: &str) -> bool {
         || SENSITIVE_EXTENSIONS.iter().any(|extension| name.ends_with(extension))
 }
 
+/// Extensions a glob's last component may end in for a read to be vouched for: source, docs and
+/// data formats that are not credential stores by name.
+const ROUTINE_EXTENSIONS: [&str; 40] = [
+    ".rs", ".md", ".txt", ".py", ".pyi", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".go", ".c", ".h", ".cc",
+    ".cpp", ".hpp", ".java", ".kt", ".rb", ".php", ".cs", ".swift", ".scala", ".sh", ".toml", ".lock", ".log",
+    ".html", ".css", ".scss", ".csv", ".tsv", ".xml", ".sql", ".proto", ".rst", ".snap", ".jsonl", ".svg",
+];
+
+/// Whether a glob read (`src/*.rs`) can only match routine files: no component with a wildcard
+/// may start with `.` (it would match dotfiles such as `.env`), and the last component must end
+/// in a literal routine extension that no credential file name fits (`config/*.json` could be
+/// `credentials.json`; `keys/*` could be anything).
+pub fn glob_read_is_routine(raw: &str) -> bool {
+    let lower = raw.to_ascii_lowercase();
+    let components: Vec<&str> = lower.split('/').collect();
+    let Some(last) = components.last() else { return false };
+    let wild = |component: &str| component.contains(['*', '?', '[']);
+    if components.iter().any(|component| wild(component) && component.starts_with('.')) {
+        return false;
+    }
+    let tail = last.rsplit(['*', '?', ']']).next().unwrap_or("");
+    if wild(last) && !ROUTINE_EXTENSIONS.iter().any(|extension| tail.ends_with(extension)) {
+        return false;
+    }
+    let Ok(glob) = globset::Glob::new(last) else { return false };
+    let matcher = glob.compile_matcher();
+    !SENSITIVE_NAMES.iter().any(|name| matcher.is_match(name)) && !glob_may_match_sensitive(raw)
+}
+
 /// Whether a glob (`.en?`, `.env*`, `*.pem`, `~/.ss?/id_rs?`, `.git/hook?/x`) could match a
 /// credential file or a repository-control directory. A wildcard component is tested against
 /// sample sensitive names, following bash (`*` does not match a leading dot); a bare `*`
@@ -371,7 +402,9 @@ fn credential_location(path: &str, home: &str) -> bool {
     }
     let lower = path.to_ascii_lowercase();
     if SYSTEM_FILES.contains(&path)
-        || lower.split('/').any(|component| matches!(component, ".ssh" | ".aws" | ".gnupg" | "secrets" | ".secrets"))
+        || lower.split('/').any(|component| {
+            matches!(component, ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker" | ".azure" | "secrets" | ".secrets")
+        })
     {
         return true;
     }
@@ -515,6 +548,23 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".github/chatmodes", ReasonCode::AgentPolicyPath, "GitHub Copilot chat modes"),
     (".github/agents", ReasonCode::AgentPolicyPath, "GitHub Copilot custom agents"),
     ("permit.toml", ReasonCode::AgentPolicyPath, "this gate's own configuration"),
+    ("agent.md", ReasonCode::AgentPolicyPath, "AGENT.md instructions (Amp and others)"),
+    (".rules", ReasonCode::AgentPolicyPath, "Zed agent rules"),
+    (".openhands", ReasonCode::AgentPolicyPath, "OpenHands setup scripts and microagents"),
+    (".kilocode", ReasonCode::AgentPolicyPath, "Kilo Code rules"),
+    (".trae", ReasonCode::AgentPolicyPath, "Trae rules"),
+    (".crush", ReasonCode::AgentPolicyPath, "Crush configuration"),
+    ("crush.json", ReasonCode::AgentPolicyPath, "Crush configuration and MCP servers"),
+    (".factory", ReasonCode::AgentPolicyPath, "Factory droids and rules"),
+    (".agents", ReasonCode::AgentPolicyPath, "shared agent rules and skills"),
+    ("warp.md", ReasonCode::AgentPolicyPath, "Warp rules"),
+    ("*.code-workspace", ReasonCode::PersistencePath, "VS Code workspace files (tasks, settings)"),
+    (".run", ReasonCode::PersistencePath, "JetBrains shared run configurations"),
+    ("mise.local.toml", ReasonCode::PersistencePath, "mise tasks and hooks"),
+    (".mise.local.toml", ReasonCode::PersistencePath, "mise tasks and hooks"),
+    ("mise", ReasonCode::PersistencePath, "mise configuration directory"),
+    (".config", ReasonCode::PersistencePath, "XDG configuration read by tools run in the workspace (mise, direnv)"),
+    (".envrc.local", ReasonCode::PersistencePath, "direnv"),
     // Editors and dev environments: tasks, launch configurations and settings run commands.
     (".vscode", ReasonCode::PersistencePath, "VS Code tasks, launch configurations, settings and MCP servers"),
     (".idea", ReasonCode::PersistencePath, "JetBrains run configurations"),
@@ -558,11 +608,22 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
 
 /// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
 fn workspace_config(path: &str) -> Option<ReasonCode> {
+    /// The table split once: `(components, suffix)` per entry.
+    static SPLIT: std::sync::LazyLock<Vec<(Vec<&'static str>, Option<&'static str>, ReasonCode)>> =
+        std::sync::LazyLock::new(|| {
+            WORKSPACE_CONFIG
+                .iter()
+                .map(|(name, code, _)| match name.strip_prefix('*') {
+                    Some(suffix) => (Vec::new(), Some(suffix), *code),
+                    None => (name.split('/').collect(), None, *code),
+                })
+                .collect()
+        });
     let lower = comparable(path);
     let components: Vec<&str> = lower.split('/').collect();
-    WORKSPACE_CONFIG.iter().find_map(|(name, code, _)| {
-        let wanted: Vec<&str> = name.split('/').collect();
-        components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code)
+    SPLIT.iter().find_map(|(wanted, suffix, code)| match suffix {
+        Some(suffix) => components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code),
+        None => components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code),
     })
 }
 

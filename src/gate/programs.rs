@@ -39,9 +39,10 @@ pub struct SafeEntry {
     pub alternatives: &'static [(&'static str, &'static str)],
     /// `head -20`: a dash and digits is a count.
     pub numeric_option: bool,
-    /// Every option the real program has only shapes its output (none writes, runs a program
-    /// or prints file contents), so a glob that might expand to an option is still harmless.
-    pub any_option_harmless: bool,
+    /// The program prints only metadata (names, sizes, counts), never file contents, and every
+    /// option it has only shapes that output: a glob that might expand to an option or match a
+    /// credential file is still harmless.
+    pub metadata_only: bool,
     pub check: Option<Check>,
     /// The entry covers one narrow form of a program that is otherwise unlisted (`cargo
     /// --version`): any other use is reported as unlisted, not as a refused flag.
@@ -60,7 +61,7 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         operands: "",
         alternatives: &[],
         numeric_option: false,
-        any_option_harmless: false,
+        metadata_only: false,
         check: None,
         narrow: false,
         matches: &[],
@@ -233,9 +234,19 @@ fn skip_sed_address(command: &str) -> Option<&str> {
 /// jq: the filter must not read the environment (`env`, `$ENV`) or input file names.
 fn jq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let reads_environment = |filter: &str| {
-        filter.contains("$ENV")
+        // jq's lexer allows blanks and comments between `$` and a name (`$ ENV`).
+        let compact: String = filter
+            .lines()
+            .map(|line| line.split('#').next().unwrap_or(""))
+            .collect::<String>()
+            .split_whitespace()
+            .collect();
+        compact.contains("$ENV")
+            || compact.contains("$__prog")
             || filter.contains("input_filename")
-            || filter.contains("$__prog")
+            // Modules are read from the search path (`~/.jq`, beside the binary): other files.
+            || filter.contains("import")
+            || filter.contains("include")
             || filter.match_indices("env").any(|(index, _)| {
                 let before = filter[..index].chars().next_back();
                 let after = filter[index + 3..].chars().next();
@@ -554,7 +565,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "--zero",
         ],
         operands: "READ...",
-        any_option_harmless: true,
+        metadata_only: true,
         matches: &["ls -la", "ls src/ tests/", "ls -la --color=never src", "ls src/*.rs"],
         not_matches: &["ls ~/.ssh", "ls /etc", "ls --bogus", "ls .en*"],
         ..entry("safe.ls", &["ls", "dir"])
@@ -622,7 +633,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "--total=TEXT",
         ],
         operands: "READ...",
-        any_option_harmless: true,
+        metadata_only: true,
         matches: &["wc -l src/*.rs", "wc -l *.rs", "wc -c Cargo.toml"],
         not_matches: &["wc -l ~/.ssh/id_rsa", "wc --files0-from=- x"],
         ..entry("safe.wc", &["wc"])
@@ -991,7 +1002,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-t, --threshold=TEXT",
         ],
         operands: "READ...",
-        any_option_harmless: true,
+        metadata_only: true,
         matches: &["du -sh target", "du -sh *"],
         not_matches: &["du -sh ~"],
         ..entry("safe.du", &["du"])
@@ -1013,7 +1024,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-B, --block-size=TEXT",
         ],
         operands: "READ...",
-        any_option_harmless: true,
+        metadata_only: true,
         matches: &["df -h ."],
         not_matches: &["df --bogus"],
         ..entry("safe.df", &["df"])

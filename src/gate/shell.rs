@@ -38,6 +38,9 @@ const MAX_PARTS: usize = 256;
 const MAX_BRACKETS: usize = 12;
 /// Words needing expansion longer than this are refused unparsed (see [`Walker::expand`]).
 const MAX_WORD_BYTES: usize = 1024;
+/// At most this many words come out of brace expansion in one command line: beyond it, the
+/// words are unknown (a 32 KB line of `{a,b}{a,b}…` words would otherwise make millions).
+const MAX_EXPANDED_WORDS: usize = 4096;
 /// A line may be in at most this many directories at once (after `cd`s that may have failed);
 /// beyond that the directory is unknown, which keeps the analysis linear in the line's length.
 const MAX_OTHER_CWDS: usize = 8;
@@ -139,6 +142,11 @@ static WRAPPER_GRAMMARS: LazyLock<Vec<(&'static Wrapper, Grammar)>> = LazyLock::
         })
         .collect()
 });
+
+/// A variable that may be set for a command without changing what it runs or where it reads.
+pub fn is_harmless_variable(name: &str) -> bool {
+    HARMLESS_VARIABLES.contains(&name)
+}
 
 fn harmless_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(name, _)| HARMLESS_VARIABLES.contains(&name))
@@ -296,6 +304,7 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         functions: Vec::new(),
         control_depth: 0,
         cd_count: 0,
+        expanded_words: 0,
         cwd: cwd.map(str::to_owned),
         other_cwds: Vec::new(),
         written: HashMap::new(),
@@ -334,6 +343,8 @@ struct Walker<'a> {
     control_depth: usize,
     /// How many `cd`/`pushd`/`popd` have run so far (to notice one inside a construct).
     cd_count: usize,
+    /// Words brace expansion has made so far (bounded by [`MAX_EXPANDED_WORDS`]).
+    expanded_words: usize,
     cwd: Option<String>,
     /// Directories the line may still be in if a `cd` failed.
     other_cwds: Vec<Option<String>>,
@@ -816,8 +827,27 @@ impl Walker<'_> {
         if !word.contains('{') {
             return vec![self.expand_one(word, depth)];
         }
+        if self.expanded_words > MAX_EXPANDED_WORDS {
+            // Already refused: no more expanding (keeps the worst case linear).
+            return vec![Expanded::unknown(word)];
+        }
         match expand::brace_expand(word) {
-            Ok(words) => words.iter().map(|word| self.expand_one(word, depth)).collect(),
+            Ok(words) if self.expanded_words + words.len() <= MAX_EXPANDED_WORDS => {
+                self.expanded_words += words.len();
+                words.iter().map(|word| self.expand_one(word, depth)).collect()
+            }
+            Ok(_) => {
+                if self.expanded_words <= MAX_EXPANDED_WORDS {
+                    self.expanded_words = MAX_EXPANDED_WORDS + 1;
+                    self.finding(
+                        ReasonCode::ShellParseError,
+                        Tier::High,
+                        None,
+                        format!("brace expansion makes more than {MAX_EXPANDED_WORDS} words"),
+                    );
+                }
+                vec![Expanded::unknown(word)]
+            }
             Err(_) => vec![Expanded::unknown(word)],
         }
     }
@@ -1131,6 +1161,10 @@ impl Walker<'_> {
     }
 
     fn walk_simple(&mut self, simple: &ast::SimpleCommand, input: PipeInput, depth: usize) {
+        if self.analysis.parts.len() >= MAX_PARTS {
+            // Already refused; walking on would only cost time (keeps long lines linear).
+            return;
+        }
         let mut part =
             CommandPart { cwd: self.cwd.clone(), other_cwds: self.other_cwds.clone(), ..CommandPart::default() };
         let mut stdin_text: Option<String> = None;
@@ -1213,16 +1247,14 @@ impl Walker<'_> {
             depth,
         );
         self.track_writes_and_cd(&part, stdin_text.as_deref());
+        self.analysis.parts.push(part);
         if self.analysis.parts.len() == MAX_PARTS {
             self.finding(
                 ReasonCode::ShellParseError,
                 Tier::High,
                 None,
-                format!("the command runs more than {MAX_PARTS} commands to analyse"),
+                format!("the command runs {MAX_PARTS} or more commands, more than the gate analyses"),
             );
-        }
-        if self.analysis.parts.len() < MAX_PARTS {
-            self.analysis.parts.push(part);
         }
     }
 

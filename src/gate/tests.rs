@@ -381,6 +381,70 @@ mod properties {
 
     use super::*;
     use crate::config::{OneOrMany, RuleConfig, RuleDecision, RuleExample};
+    use crate::gate::argspec::Grammar;
+
+    /// Every allowlisted program with one of its `match` examples (the first word must be the
+    /// program itself, so the option lands in its own command line).
+    fn safe_examples() -> Vec<(&'static programs::SafeEntry, &'static str)> {
+        SAFE_COMMANDS
+            .iter()
+            .chain(GIT_SUBCOMMANDS.iter().map(|sub| &sub.entry))
+            .flat_map(|entry| entry.matches.iter().map(move |example| (entry, *example)))
+            .filter(|(_, example)| !example.contains(['|', ';', '&', '>']))
+            .collect()
+    }
+
+    /// Whether `option` (`-x` or `--name`) is one the entry's grammar would accept, exactly or
+    /// as a prefix: those are declared, so the property is about all the others.
+    fn declared(grammar: &Grammar, option: &str) -> bool {
+        if let Some(name) = option.strip_prefix("--") {
+            grammar.options.iter().any(|declared| declared.long.iter().any(|long| long.starts_with(name)))
+        } else {
+            let letter = option.chars().nth(1).unwrap_or('-');
+            grammar.options.iter().any(|declared| declared.short.contains(&letter))
+                || (grammar.numeric_option && letter.is_ascii_digit())
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// A known-safe command plus any option not declared for it is never `allow`, wherever
+        /// the option goes and however it is spelled (alone, with `=value`, in a cluster).
+        #[test]
+        fn an_undeclared_option_is_never_allowed(
+            pick in any::<prop::sample::Index>(),
+            long in "[a-z][a-z0-9-]{0,14}",
+            short in "[a-zA-Z0-9]",
+            form in 0usize..4,
+            position in any::<prop::sample::Index>(),
+        ) {
+            let examples = safe_examples();
+            let (entry, example) = examples[pick.index(examples.len())];
+            let grammar = programs::compile(entry).unwrap();
+            let (option, undeclared) = match form {
+                0 => (format!("--{long}"), !declared(&grammar, &format!("--{long}"))),
+                1 => (format!("--{long}=x"), !declared(&grammar, &format!("--{long}"))),
+                2 => (format!("-{short}"), !declared(&grammar, &format!("-{short}"))),
+                _ => (format!("-{short}x"), !declared(&grammar, &format!("-{short}"))),
+            };
+            prop_assume!(undeclared);
+            prop_assume!(entry.style != crate::gate::argspec::Style::NoOptions);
+            let mut words: Vec<String> = example.split_whitespace().map(str::to_owned).collect();
+            // After the program (and git's subcommand), anywhere; before any `--`.
+            let first = if words[0] == "git" { 2 } else { 1 };
+            let end = words.iter().position(|word| word == "--").unwrap_or(words.len());
+            // Right after the program, or last (GNU programs take options anywhere; a POSIX
+            // program reads a dash word after its operands as an operand, not an option).
+            let last = entry.style != crate::gate::argspec::Style::Posix && position.index(2) == 1;
+            words.insert(if last { end } else { first }, option.clone());
+            let command = words.join(" ");
+            for mode in [Mode::Auto, Mode::Human] {
+                let outcome = bash(&gate_with(mode), &command);
+                prop_assert_ne!(outcome.action, GateAction::Allow, "{} allowed: {}", entry.id, command);
+            }
+        }
+    }
 
     fn commands() -> impl Strategy<Value = String> {
         let words = prop::sample::select(vec![
