@@ -9,6 +9,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use permit::config::Config;
+use permit::decision::GateAction;
 use permit::gate::{CallContext, Gate, call};
 use serde_json::json;
 
@@ -78,14 +79,20 @@ fn bench_gate(c: &mut Criterion) {
     let chain = (0..1600).map(|index| format!("cd d{index} && ls")).collect::<Vec<_>>().join(" && ");
     assert!(chain.len() <= 32 * 1024);
     let chain_call = call("Bash", json!({ "command": chain }));
-    worst.bench_function("g_chain_1600_parts", |b| b.iter(|| gate.evaluate(std::hint::black_box(&chain_call), context)));
+    worst
+        .bench_function("g_chain_1600_parts", |b| b.iter(|| gate.evaluate(std::hint::black_box(&chain_call), context)));
     let words = format!("ls {}", "src/a.rs ".repeat(3600));
     assert!(words.len() <= 32 * 1024);
     let words_call = call("Bash", json!({ "command": words }));
     worst.bench_function("h_32k_of_words", |b| b.iter(|| gate.evaluate(std::hint::black_box(&words_call), context)));
     let request: Vec<_> = (0..64).map(|_| chain_call.clone()).collect();
     worst.bench_function("i_2mib_request_64_chains", |b| {
-        b.iter(|| request.iter().map(|call| gate.evaluate(std::hint::black_box(call), context).action).count())
+        b.iter(|| {
+            request
+                .iter()
+                .filter(|call| gate.evaluate(std::hint::black_box(call), context).action == GateAction::Allow)
+                .count()
+        })
     });
     worst.finish();
 }

@@ -263,8 +263,7 @@ impl Pipeline {
         }
         let gate = Arc::clone(&self.gate);
         let pending = request.pending.clone();
-        let blocking =
-            tokio::task::spawn_blocking(move || evaluate(&gate, &pending, context_cwd.as_deref()));
+        let blocking = tokio::task::spawn_blocking(move || evaluate(&gate, &pending, context_cwd.as_deref()));
         let joined = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, blocking).await.ok(),
             None => Some(blocking.await),
@@ -272,11 +271,7 @@ impl Pipeline {
         match joined {
             Some(Ok(result)) => result,
             // The deadline passed, or the gate panicked: nobody has shown these calls are safe.
-            _ => request
-                .pending
-                .iter()
-                .map(|call| (GateOutcome::unfinished(&call.name), 0.0))
-                .unzip(),
+            _ => request.pending.iter().map(|call| (GateOutcome::unfinished(&call.name), 0.0)).unzip(),
         }
     }
 

@@ -509,15 +509,17 @@ mod tests {
         let parsed = grammar.parse(&words("--outp x a")).unwrap();
         assert_eq!(parsed.options[0].values, vec![("x".to_owned(), Role::Write)]);
         assert_eq!(grammar.parse(&words("--o x")).unwrap().options[0].values[0].1, Role::Write);
-        assert_eq!(grammar.parse(&words("--compress-program=sh")), Err(Refusal::Undeclared("--compress-program".into())));
+        assert_eq!(
+            grammar.parse(&words("--compress-program=sh")),
+            Err(Refusal::Undeclared("--compress-program".into()))
+        );
         assert_eq!(grammar.parse(&words("--reverse=1")), Err(Refusal::UnexpectedValue("--reverse".into())));
         assert_eq!(grammar.parse(&words("--output")), Err(Refusal::MissingValue("--output".into())));
     }
 
     #[test]
     fn ambiguous_prefixes_are_refused() {
-        let grammar =
-            Grammar::new(Style::Gnu, &["--debug", "--dereference"], "READ...").unwrap();
+        let grammar = Grammar::new(Style::Gnu, &["--debug", "--dereference"], "READ...").unwrap();
         assert_eq!(grammar.parse(&words("--de")), Err(Refusal::Ambiguous("--de".into())));
         assert!(grammar.parse(&words("--deb")).is_ok());
         let exact = Grammar::new(Style::GnuExact, &["--debug"], "READ...").unwrap();

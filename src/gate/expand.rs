@@ -80,8 +80,14 @@ fn push(out: &mut Vec<String>, word: String) -> Result<(), BraceError> {
 enum Found {
     Nothing,
     /// Braces that expand to themselves (`{x}`, `{1.5..3}`), ending at byte `close`.
-    Literal { close: usize },
-    Expression { open: usize, close: usize, members: Vec<String> },
+    Literal {
+        close: usize,
+    },
+    Expression {
+        open: usize,
+        close: usize,
+        members: Vec<String>,
+    },
 }
 
 /// What bash's `brace_gobbler` (braces.c) looks for.
@@ -289,9 +295,8 @@ fn sequence(inner: &str) -> Result<Option<Vec<String>>, BraceError> {
         }
         // bash pads when an end is written `0…` or `-0…` (not `0` alone, not `+0…`), to the
         // longer end's length, sign included.
-        let padded = |text: &str| {
-            (text.starts_with('0') && text.len() > 1) || (text.starts_with("-0") && text.len() > 2)
-        };
+        let padded =
+            |text: &str| (text.starts_with('0') && text.len() > 1) || (text.starts_with("-0") && text.len() > 2);
         let width = if padded(parts[0]) || padded(parts[1]) { parts[0].len().max(parts[1].len()) } else { 0 };
         let mut out = Vec::with_capacity(count as usize);
         let mut value = start;

@@ -23,10 +23,10 @@ use serde_json::{Map, Value};
 
 use crate::config::{Config, Mode, RuleDecision, UnknownToolAction};
 use crate::decision::{GateAction, ReasonCode, Tier};
-use crate::gate::paths::{Access, Workspace};
-use crate::gate::rules::{CompiledRule, Matcher, RuleSet};
 use crate::gate::argspec::{Role, Slot};
+use crate::gate::paths::{Access, Workspace};
 use crate::gate::programs::Judgement;
+use crate::gate::rules::{CompiledRule, Matcher, RuleSet};
 use crate::gate::shell::CommandPart;
 use crate::gate::tier::{ToolRegistry, ToolSpec};
 use crate::request::{PendingCall, Reversibility};
@@ -603,7 +603,8 @@ impl Gate {
         let judge = |unit: &mut Unit, value: &str, role: Role, word: usize, operand: Option<usize>| {
             let word_flags = flags.get(word).copied().unwrap_or_default();
             if word_flags.glob {
-                let placed = operand.is_some_and(|index| parsed.grammar_operands.in_repeated_section(index, operand_count));
+                let placed =
+                    operand.is_some_and(|index| parsed.grammar_operands.in_repeated_section(index, operand_count));
                 let harmless_role = matches!(role, Role::Read | Role::Text | Role::Pattern | Role::MaybeRead);
                 let option_safe = !word_flags.glob_leading || entry.metadata_only;
                 if !(placed && harmless_role && option_safe) {
@@ -691,11 +692,18 @@ impl Gate {
     /// the same command wrote files, git is not known-safe.
     fn judge_git_repository(&self, unit: &mut Unit, part: &CommandPart, workspace: &Workspace, written: bool) {
         let at_root = part.cwd.as_deref().is_some_and(|directory| workspace.is_root(directory))
-            && part.other_cwds.iter().all(|other| other.as_deref().is_some_and(|directory| workspace.is_root(directory)));
+            && part
+                .other_cwds
+                .iter()
+                .all(|other| other.as_deref().is_some_and(|directory| workspace.is_root(directory)));
         let problem = if !at_root {
-            Some("runs git outside the workspace's root, where it may find another repository whose configuration runs programs")
+            Some(
+                "runs git outside the workspace's root, where it may find another repository whose configuration runs programs",
+            )
         } else if written {
-            Some("runs git after an earlier part of the same command wrote files git may read as a repository or configuration")
+            Some(
+                "runs git after an earlier part of the same command wrote files git may read as a repository or configuration",
+            )
         } else {
             None
         };

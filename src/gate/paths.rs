@@ -295,8 +295,8 @@ pub fn is_sensitive_name(name: &str) -> bool {
 /// data formats that are not credential stores by name.
 const ROUTINE_EXTENSIONS: [&str; 40] = [
     ".rs", ".md", ".txt", ".py", ".pyi", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".go", ".c", ".h", ".cc",
-    ".cpp", ".hpp", ".java", ".kt", ".rb", ".php", ".cs", ".swift", ".scala", ".sh", ".toml", ".lock", ".log",
-    ".html", ".css", ".scss", ".csv", ".tsv", ".xml", ".sql", ".proto", ".rst", ".snap", ".jsonl", ".svg",
+    ".cpp", ".hpp", ".java", ".kt", ".rb", ".php", ".cs", ".swift", ".scala", ".sh", ".toml", ".lock", ".log", ".html",
+    ".css", ".scss", ".csv", ".tsv", ".xml", ".sql", ".proto", ".rst", ".snap", ".jsonl", ".svg",
 ];
 
 /// Whether a glob read (`src/*.rs`) can only match routine files: no component with a wildcard
@@ -578,7 +578,11 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".envrc", ReasonCode::PersistencePath, "direnv, run on entering the directory"),
     // Hooks and tool configuration that runs programs.
     (".git", ReasonCode::PersistencePath, "git's repository: config, hooks"),
-    ("head", ReasonCode::PersistencePath, "a git repository marker: a directory with HEAD, objects and refs is a repository"),
+    (
+        "head",
+        ReasonCode::PersistencePath,
+        "a git repository marker: a directory with HEAD, objects and refs is a repository",
+    ),
     (".gitmodules", ReasonCode::PersistencePath, "git submodules (fetch URLs, update commands)"),
     (".gitattributes", ReasonCode::PersistencePath, "git attributes (filter, diff and merge drivers)"),
     (".gitconfig", ReasonCode::PersistencePath, "git configuration"),
@@ -608,17 +612,17 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
 
 /// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
 fn workspace_config(path: &str) -> Option<ReasonCode> {
-    /// The table split once: `(components, suffix)` per entry.
-    static SPLIT: std::sync::LazyLock<Vec<(Vec<&'static str>, Option<&'static str>, ReasonCode)>> =
-        std::sync::LazyLock::new(|| {
-            WORKSPACE_CONFIG
-                .iter()
-                .map(|(name, code, _)| match name.strip_prefix('*') {
-                    Some(suffix) => (Vec::new(), Some(suffix), *code),
-                    None => (name.split('/').collect(), None, *code),
-                })
-                .collect()
-        });
+    /// One table entry split once: its components, or the suffix of a `*.ext` entry.
+    type Split = (Vec<&'static str>, Option<&'static str>, ReasonCode);
+    static SPLIT: std::sync::LazyLock<Vec<Split>> = std::sync::LazyLock::new(|| {
+        WORKSPACE_CONFIG
+            .iter()
+            .map(|(name, code, _)| match name.strip_prefix('*') {
+                Some(suffix) => (Vec::new(), Some(suffix), *code),
+                None => (name.split('/').collect(), None, *code),
+            })
+            .collect()
+    });
     let lower = comparable(path);
     let components: Vec<&str> = lower.split('/').collect();
     SPLIT.iter().find_map(|(wanted, suffix, code)| match suffix {

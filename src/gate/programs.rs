@@ -95,8 +95,9 @@ pub fn judge(program: &str, args: &[String]) -> Judgement {
                     refusal.get_or_insert(Judgement::Refused { entry, reason });
                     continue;
                 }
-                let writes = parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
-                    || parsed.operands.iter().any(|(_, role)| *role == Role::Write);
+                let writes =
+                    parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
+                        || parsed.operands.iter().any(|(_, role)| *role == Role::Write);
                 let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
                 return Judgement::Known { entry, grammar, parsed, tier };
             }
@@ -316,11 +317,7 @@ fn git_create_branch_check(parsed: &Parsed, grammar: &Grammar, _args: &[String])
 
 /// git restore: only unstaging.
 fn git_restore_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
-    if parsed.has(grammar, "staged") {
-        Ok(())
-    } else {
-        Err("restores the working tree (discards changes)".to_owned())
-    }
+    if parsed.has(grammar, "staged") { Ok(()) } else { Err("restores the working tree (discards changes)".to_owned()) }
 }
 
 /// `git remote get-url` and `git stash list|show` and friends: the named sub-subcommand.
@@ -366,11 +363,7 @@ fn git_reflog_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Res
 /// `command -v NAME` / `command -V NAME` look a name up; `command NAME` runs it (unwrapped
 /// before this table is consulted).
 fn command_lookup_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
-    if parsed.has(grammar, "v") || parsed.has(grammar, "V") {
-        Ok(())
-    } else {
-        Err("runs the command".to_owned())
-    }
+    if parsed.has(grammar, "v") || parsed.has(grammar, "V") { Ok(()) } else { Err("runs the command".to_owned()) }
 }
 
 /// `cd -` goes to `$OLDPWD`, only known at run time.
@@ -596,7 +589,13 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.tac", &["tac"])
     },
     SafeEntry {
-        options: &["-n, --lines=TEXT", "-c, --bytes=TEXT", "-q, --quiet, --silent", "-v, --verbose", "-z, --zero-terminated"],
+        options: &[
+            "-n, --lines=TEXT",
+            "-c, --bytes=TEXT",
+            "-q, --quiet, --silent",
+            "-v, --verbose",
+            "-z, --zero-terminated",
+        ],
         operands: "READ...",
         numeric_option: true,
         matches: &["head -n 20 Cargo.toml", "head -20 src/lib.rs", "head -1 evals/shell-commands.jsonl"],
@@ -624,14 +623,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.tail", &["tail"])
     },
     SafeEntry {
-        options: &[
-            "-c, --bytes",
-            "-m, --chars",
-            "-l, --lines",
-            "-L, --max-line-length",
-            "-w, --words",
-            "--total=TEXT",
-        ],
+        options: &["-c, --bytes", "-m, --chars", "-l, --lines", "-L, --max-line-length", "-w, --words", "--total=TEXT"],
         operands: "READ...",
         metadata_only: true,
         matches: &["wc -l src/*.rs", "wc -l *.rs", "wc -c Cargo.toml"],
@@ -689,19 +681,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.stat", &["stat"])
     },
     SafeEntry {
-        options: &[
-            "-b",
-            "-c",
-            "-C",
-            "-d",
-            "-o",
-            "-x",
-            "-v",
-            "-n NUM",
-            "-s NUM",
-            "-e TEXT",
-            "-L",
-        ],
+        options: &["-b", "-c", "-C", "-d", "-o", "-x", "-v", "-n NUM", "-s NUM", "-e TEXT", "-L"],
         style: Style::Posix,
         operands: "READ...",
         matches: &["hexdump -C target/x.bin"],
@@ -749,7 +729,10 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "READ...",
         matches: &["sha256sum Cargo.lock", "md5sum a b"],
         not_matches: &["sha256sum -c sums.txt", "md5sum ~/.ssh/id_rsa"],
-        ..entry("safe.checksum", &["md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum"])
+        ..entry(
+            "safe.checksum",
+            &["md5sum", "sha1sum", "sha224sum", "sha256sum", "sha384sum", "sha512sum", "b2sum", "cksum"],
+        )
     },
     SafeEntry {
         options: &[
@@ -819,7 +802,12 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "PATTERN READ...",
         alternatives: &[("e", "READ..."), ("f", "READ...")],
         numeric_option: true,
-        matches: &["grep -rn TODO src", "grep -c fn src/lib.rs", "grep -A10 '\\[dependencies\\]' Cargo.toml", "grep -e a -e b src/*.rs"],
+        matches: &[
+            "grep -rn TODO src",
+            "grep -c fn src/lib.rs",
+            "grep -A10 '\\[dependencies\\]' Cargo.toml",
+            "grep -e a -e b src/*.rs",
+        ],
         not_matches: &["grep -r password ~/.aws", "grep x *", "grep --pre=sh x y"],
         ..entry("safe.grep", &["grep", "egrep", "fgrep"])
     },
@@ -913,7 +901,26 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.pwd", &["pwd"])
     },
     SafeEntry {
-        options: &["-a", "-s", "-n", "-r", "-v", "-m", "-p", "-i", "-o", "--all", "--kernel-name", "--nodename", "--kernel-release", "--kernel-version", "--machine", "--processor", "--hardware-platform", "--operating-system"],
+        options: &[
+            "-a",
+            "-s",
+            "-n",
+            "-r",
+            "-v",
+            "-m",
+            "-p",
+            "-i",
+            "-o",
+            "--all",
+            "--kernel-name",
+            "--nodename",
+            "--kernel-release",
+            "--kernel-version",
+            "--machine",
+            "--processor",
+            "--hardware-platform",
+            "--operating-system",
+        ],
         operands: "",
         matches: &["uname -a"],
         not_matches: &["uname x"],
@@ -1030,7 +1037,17 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.df", &["df"])
     },
     SafeEntry {
-        options: &["-b, --bytes", "-g, --gibi", "-h, --human", "-k, --kibi", "-m, --mebi", "-t, --total", "-w, --wide", "-s, --seconds=NUM", "-c, --count=NUM"],
+        options: &[
+            "-b, --bytes",
+            "-g, --gibi",
+            "-h, --human",
+            "-k, --kibi",
+            "-m, --mebi",
+            "-t, --total",
+            "-w, --wide",
+            "-s, --seconds=NUM",
+            "-c, --count=NUM",
+        ],
         operands: "",
         matches: &["free -h", "uptime"],
         not_matches: &["free x"],
@@ -1218,7 +1235,16 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.cmp", &["cmp"])
     },
     SafeEntry {
-        options: &["-1", "-2", "-3", "--check-order", "--nocheck-order", "--output-delimiter=TEXT", "--total", "-z, --zero-terminated"],
+        options: &[
+            "-1",
+            "-2",
+            "-3",
+            "--check-order",
+            "--nocheck-order",
+            "--output-delimiter=TEXT",
+            "--total",
+            "-z, --zero-terminated",
+        ],
         operands: "READ READ",
         matches: &["comm -12 a.txt b.txt"],
         not_matches: &["comm a b c"],
@@ -1270,7 +1296,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ],
         operands: "SCRIPT READ...",
         check: Some(jq_check),
-        matches: &["jq .name package.json", "jq -r '.packages[].name' Cargo.lock.json", "jq -c 'select(.label==\"x\")' a.jsonl"],
+        matches: &[
+            "jq .name package.json",
+            "jq -r '.packages[].name' Cargo.lock.json",
+            "jq -c 'select(.label==\"x\")' a.jsonl",
+        ],
         not_matches: &[
             "jq . ~/.docker/config.json",
             "jq -n env",
@@ -1454,7 +1484,12 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "SCRIPT READ...",
         alternatives: &[("e", "READ...")],
         check: Some(sed_check),
-        matches: &["sed -n '1,20p' src/main.rs", "sed 's/foo/bar/g' a.txt", "sed -e '/^#/d' -e 's/a/b/' x", "sed -n '/fn classify/,/^}/p' src/gate.rs"],
+        matches: &[
+            "sed -n '1,20p' src/main.rs",
+            "sed 's/foo/bar/g' a.txt",
+            "sed -e '/^#/d' -e 's/a/b/' x",
+            "sed -n '/fn classify/,/^}/p' src/gate.rs",
+        ],
         not_matches: &[
             "sed -i 's/a/b/' x",
             "sed -n '1e id' x",
@@ -1490,7 +1525,10 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         narrow: true,
         matches: &["cargo --version", "rustc -V", "node --version"],
         not_matches: &["cargo build", "python3 -c 'import os'", "node -V x"],
-        ..entry("safe.version", &["cargo", "rustc", "node", "npm", "python3", "python", "go", "rustup", "deno", "bun", "gcc", "make"])
+        ..entry(
+            "safe.version",
+            &["cargo", "rustc", "node", "npm", "python3", "python", "go", "rustup", "deno", "bun", "gcc", "make"],
+        )
     },
     SafeEntry {
         tier: Tier::Medium,
@@ -1545,7 +1583,13 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "READ... WRITE",
         alternatives: &[("t", "READ...")],
         matches: &["cp a.txt b.txt", "cp -r fixtures fixtures.bak", "cp -r tests/fixtures tests/fixtures_v2"],
-        not_matches: &["cp x ~/.bashrc", "cp -a src /tmp/x", "cp ~/.ssh/id_rsa .", "cp -s ~/.ssh/id_rsa k", "cp a .git/config"],
+        not_matches: &[
+            "cp x ~/.bashrc",
+            "cp -a src /tmp/x",
+            "cp ~/.ssh/id_rsa .",
+            "cp -s ~/.ssh/id_rsa k",
+            "cp a .git/config",
+        ],
         ..entry("write.cp", &["cp"])
     },
     SafeEntry {
@@ -1653,7 +1697,12 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "git diff main...HEAD --name-only",
                 "git log --graph --oneline --all",
             ],
-            not_matches: &["git log --output=/tmp/x", "git diff --ext-diff", "git show --textconv HEAD", "git diff --no-index ~/.ssh/id_rsa x"],
+            not_matches: &[
+                "git log --output=/tmp/x",
+                "git diff --ext-diff",
+                "git show --textconv HEAD",
+                "git diff --no-index ~/.ssh/id_rsa x",
+            ],
             ..entry("safe.git-log", &["git"])
         },
     },
@@ -1772,7 +1821,20 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
     GitSubcommand {
         names: &["ls-tree"],
         entry: SafeEntry {
-            options: &["-d", "-r", "-t", "-l, --long", "-z", "--name-only", "--name-status", "--object-only", "--full-name", "--full-tree", "--abbrev[=NUM]", "--format=TEXT"],
+            options: &[
+                "-d",
+                "-r",
+                "-t",
+                "-l, --long",
+                "-z",
+                "--name-only",
+                "--name-status",
+                "--object-only",
+                "--full-name",
+                "--full-tree",
+                "--abbrev[=NUM]",
+                "--format=TEXT",
+            ],
             operands: "TEXT READ...",
             matches: &["git ls-tree -r HEAD"],
             not_matches: &["git ls-tree --bogus HEAD"],
@@ -1846,7 +1908,16 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
         },
     },
     GitSubcommand {
-        names: &["merge-base", "name-rev", "show-ref", "count-objects", "version", "for-each-ref", "check-ignore", "describe"],
+        names: &[
+            "merge-base",
+            "name-rev",
+            "show-ref",
+            "count-objects",
+            "version",
+            "for-each-ref",
+            "check-ignore",
+            "describe",
+        ],
         entry: SafeEntry {
             options: &[
                 "--all",
@@ -1928,7 +1999,13 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             ],
             operands: "",
             alternatives: &[("list", "PATTERN...")],
-            matches: &["git branch", "git branch -a", "git branch --color=never", "git branch -a --contains HEAD", "git branch -vv"],
+            matches: &[
+                "git branch",
+                "git branch -a",
+                "git branch --color=never",
+                "git branch -a --contains HEAD",
+                "git branch -vv",
+            ],
             not_matches: &["git branch -D main", "git branch evil", "git branch -f main HEAD~3"],
             ..entry("safe.git-branch", &["git"])
         },
@@ -2036,7 +2113,12 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             operands: "TEXT...",
             check: Some(git_config_check),
             matches: &["git config user.name", "git config --get remote.origin.url", "git config --list"],
-            not_matches: &["git config core.pager 'sh -c id'", "git config --add x y", "git config edit", "git config --global --edit"],
+            not_matches: &[
+                "git config core.pager 'sh -c id'",
+                "git config --add x y",
+                "git config edit",
+                "git config --global --edit",
+            ],
             ..entry("safe.git-config-read", &["git"])
         },
     },
@@ -2095,7 +2177,12 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             ],
             operands: "READ...",
             matches: &["git commit -m 'fix parser'", "git commit -am x"],
-            not_matches: &["git commit --no-verify -m x", "git commit -n -m x", "git commit --amend", "git commit --no-ver -m x"],
+            not_matches: &[
+                "git commit --no-verify -m x",
+                "git commit -n -m x",
+                "git commit --amend",
+                "git commit --no-ver -m x",
+            ],
             ..entry("write.git-commit", &["git"])
         },
     },
@@ -2103,7 +2190,14 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
         names: &["stash"],
         entry: SafeEntry {
             tier: Tier::Medium,
-            options: &["-m, --message=TEXT", "-u, --include-untracked", "-k, --keep-index", "--no-keep-index", "-q, --quiet", "-S, --staged"],
+            options: &[
+                "-m, --message=TEXT",
+                "-u, --include-untracked",
+                "-k, --keep-index",
+                "--no-keep-index",
+                "-q, --quiet",
+                "-S, --staged",
+            ],
             operands: "TEXT...",
             check: Some(git_stash_push_check),
             matches: &["git stash", "git stash push -m wip"],
@@ -2194,8 +2288,9 @@ pub fn judge_git(args: &[String]) -> Judgement {
                     refusal.get_or_insert(Judgement::Refused { entry, reason });
                     continue;
                 }
-                let writes = sub_parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
-                    || sub_parsed.operands.iter().any(|(_, role)| *role == Role::Write);
+                let writes =
+                    sub_parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
+                        || sub_parsed.operands.iter().any(|(_, role)| *role == Role::Write);
                 let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
                 // Word indexes are shifted to count from git's first argument.
                 let offset = subcommand_index + 1;
@@ -2295,7 +2390,12 @@ const FIND_PRIMARIES: &[(&str, Option<Role>)] = &[
 
 pub static FIND_ENTRY: SafeEntry = SafeEntry {
     operands: "READ...",
-    matches: &["find . -name '*.rs' -type f", "find src -maxdepth 2", "find . -newer Cargo.toml -name '*.rs'", "find . -name '*.orig' -print"],
+    matches: &[
+        "find . -name '*.rs' -type f",
+        "find src -maxdepth 2",
+        "find . -newer Cargo.toml -name '*.rs'",
+        "find . -name '*.orig' -print",
+    ],
     not_matches: &[
         "find . -name '*.o' -delete",
         "find . -exec rm {} \\;",
@@ -2316,7 +2416,8 @@ fn judge_find(args: &[String]) -> Judgement {
         alternatives: Vec::new(),
         numeric_option: false,
     });
-    let mut parsed = Parsed { slots: vec![None; args.len()], grammar_operands: GRAMMAR.operands.clone(), ..Parsed::default() };
+    let mut parsed =
+        Parsed { slots: vec![None; args.len()], grammar_operands: GRAMMAR.operands.clone(), ..Parsed::default() };
     let mut index = 0;
     while args.get(index).is_some_and(|arg| matches!(arg.as_str(), "-H" | "-L" | "-P")) {
         parsed.slots[index] = Some(crate::gate::argspec::Slot::Option { option: 0 });
@@ -2332,10 +2433,14 @@ fn judge_find(args: &[String]) -> Judgement {
     }
     while let Some(arg) = args.get(index) {
         let Some((_, role)) = FIND_PRIMARIES.iter().find(|(name, _)| *name == arg.as_str()) else {
-            return Judgement::Refused { entry: &FIND_ENTRY, reason: format!("uses the expression `{arg}`, which is not declared for it") };
+            return Judgement::Refused {
+                entry: &FIND_ENTRY,
+                reason: format!("uses the expression `{arg}`, which is not declared for it"),
+            };
         };
         parsed.slots[index] = Some(crate::gate::argspec::Slot::Option { option: 0 });
-        let mut given = crate::gate::argspec::GivenOption { option: 0, word: index, values: Vec::new(), attached: false };
+        let mut given =
+            crate::gate::argspec::GivenOption { option: 0, word: index, values: Vec::new(), attached: false };
         index += 1;
         if let Some(role) = role {
             let Some(value) = args.get(index) else {
@@ -2377,9 +2482,17 @@ mod tests {
         for safe in ["1,20p", "s/a/b/g", "/^#/d", "$p", "s|x|y|", "10q", "/fn classify/,/^}/p", "/a\\/b/p"] {
             assert!(sed_script_is_safe(safe), "{safe}");
         }
-        for unsafe_script in
-            ["1e id", "s/a/b/e", "w out", "s/a/b/w out", "r /etc/passwd", "1!e x", "/x/,/y/e id", "/unterminated", "s/a\\/b/c/w x"]
-        {
+        for unsafe_script in [
+            "1e id",
+            "s/a/b/e",
+            "w out",
+            "s/a/b/w out",
+            "r /etc/passwd",
+            "1!e x",
+            "/x/,/y/e id",
+            "/unterminated",
+            "s/a\\/b/c/w x",
+        ] {
             assert!(!sed_script_is_safe(unsafe_script), "{unsafe_script}");
         }
     }

@@ -971,7 +971,9 @@ impl Walker<'_> {
             let starts_word = out.text.is_empty();
             let literal_tilde = |text: &str| starts_word && text.starts_with('~');
             match &piece.piece {
-                WordPiece::SingleQuotedText(text) | WordPiece::AnsiCQuotedText(text) | WordPiece::EscapeSequence(text)
+                WordPiece::SingleQuotedText(text)
+                | WordPiece::AnsiCQuotedText(text)
+                | WordPiece::EscapeSequence(text)
                     if literal_tilde(text.strip_prefix('\\').unwrap_or(text)) =>
                 {
                     out.text.push_str(text.strip_prefix('\\').unwrap_or(text));
