@@ -413,18 +413,15 @@ impl Gate {
         }
         // Codex's `exec_command` takes the shell binary itself as `shell`.
         if let Some(shell_binary) = call.input.get("shell") {
-            let standard = shell_binary.as_str().is_some_and(|binary| {
-                matches!(
-                    binary,
-                    "bash" | "sh" | "zsh" | "/bin/bash" | "/bin/sh" | "/bin/zsh" | "/usr/bin/bash" | "/usr/bin/zsh"
-                )
-            });
+            let standard = shell_binary
+                .as_str()
+                .is_some_and(|binary| matches!(binary, "bash" | "sh" | "/bin/bash" | "/bin/sh" | "/usr/bin/bash"));
             if !standard {
                 let mut unit = Unit::new(Tier::High, ReasonCode::OpaqueExecution);
                 unit.add(
                     ReasonCode::OpaqueExecution,
                     "shell",
-                    "runs the command through a shell binary that is not a standard shell",
+                    "runs the command through a shell the gate does not parse (it reads bash; zsh's `>!` and glob qualifiers differ)",
                     None,
                 );
                 units.push(unit);

@@ -1128,7 +1128,9 @@ impl Walker<'_> {
     fn redirect_target(&mut self, word: &str, depth: usize) -> Option<String> {
         let mut words = self.expand(word, depth);
         match words.as_slice() {
-            [only] if !only.dynamic && !only.glob => words.pop().map(|word| word.text),
+            // zsh reads `>! file` and `>>! file` as overwriting redirections; bash sees a file
+            // named `!`. A target starting with `!` is unknown, whichever shell runs it.
+            [only] if !only.dynamic && !only.glob && !only.text.starts_with('!') => words.pop().map(|word| word.text),
             _ => None,
         }
     }
