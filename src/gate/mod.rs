@@ -154,8 +154,8 @@ struct Unit {
     argv: Option<Vec<String>>,
     /// Code explaining `command_tier`.
     command_code: ReasonCode,
-    /// `(path, is a write, base)` already judged for this unit.
-    judged: std::collections::HashSet<(String, bool, Option<String>)>,
+    /// Hashes of `(path, is a write, base)` already judged for this unit.
+    judged: std::collections::HashSet<u64>,
     /// The least strict action the unit may get, unless an operator `allow` rule covers it.
     floor: GateAction,
 }
@@ -735,7 +735,12 @@ impl Gate {
 
     fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {
         // The same word judged twice from the same directory adds nothing (`ls a a a …`).
-        let key = (raw.to_owned(), access == Access::Write, base.map(str::to_owned));
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (raw, access == Access::Write, base).hash(&mut hasher);
+            hasher.finish()
+        };
         if !unit.judged.insert(key) {
             return;
         }
@@ -812,7 +817,17 @@ impl Gate {
             }
         }
         if let Some(field) = &arguments.patch {
-            match call.input.get(field.as_str()) {
+            // Codex's `apply_patch` sends the patch as `input` or, from its shell handler, as
+            // `command`; both are read (a string in each is judged, strictest wins).
+            let patch = match (call.input.get(field.as_str()), call.input.get("command")) {
+                (Some(Value::String(first)), Some(Value::String(second))) if first != second => {
+                    Some(Value::String(format!("{first}\n{second}")))
+                }
+                (Some(value), _) => Some(value.clone()),
+                (None, Some(value)) => Some(value.clone()),
+                (None, None) => None,
+            };
+            match patch.as_ref() {
                 Some(Value::String(patch)) => {
                     let targets = patch_paths(patch);
                     if targets.is_empty() {

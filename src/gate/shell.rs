@@ -509,6 +509,24 @@ impl Walker<'_> {
                 return;
             }
         };
+        let operators = tokens
+            .iter()
+            .filter(|token| {
+                matches!(token, brush_parser::Token::Operator(operator, _)
+                    if matches!(operator.as_str(), "&&" | "||" | ";" | "|" | "&" | "|&" | ";;" | "\n"))
+            })
+            .count();
+        if operators >= MAX_PARTS {
+            // Refused before the parse, whose cost grows with the number of commands: the
+            // analysis would stop at MAX_PARTS anyway (keeps a 2 MiB request cheap).
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("the command runs {MAX_PARTS} or more commands, more than the gate analyses"),
+            );
+            return;
+        }
         if keyword_nesting(&tokens) > MAX_NESTING {
             self.finding(
                 ReasonCode::ShellParseError,
@@ -1969,6 +1987,22 @@ mod tests {
             assert!(analysis.findings.iter().any(|finding| finding.detail.contains("control or blank")), "{command:?}");
         }
         assert!(analyze("printf 'a\tb\n'\nls", Some("/w"), "/h").findings.is_empty());
+    }
+
+    #[test]
+    fn lines_of_more_commands_than_analysed_are_refused_before_the_parse() {
+        for separator in [" && ", "; ", " | ", "\n"] {
+            let line = (0..300).map(|index| format!("ls d{index}")).collect::<Vec<_>>().join(separator);
+            let analysis = analyze(&line, Some("/w"), "/h");
+            assert!(analysis.parts.is_empty(), "{separator:?}");
+            assert!(
+                analysis.findings.iter().any(|finding| finding.detail.contains("or more commands")),
+                "{separator:?}"
+            );
+        }
+        // A here-document body full of `;` is text, not commands.
+        let body = "int x;\n".repeat(400);
+        assert_eq!(programs(&format!("cat > a.c <<'EOF'\n{body}EOF")), ["cat"]);
     }
 
     #[test]

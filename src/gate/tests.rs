@@ -186,6 +186,13 @@ fn codex_tools() {
         gate.evaluate(&call("apply_patch", json!({ "input": patch })), context).primary,
         ReasonCode::PersistencePath
     );
+    // Codex's shell handler sends the patch as `command`: the same hard deny.
+    let keys = "*** Begin Patch\n*** Add File: /home/dev/.ssh/authorized_keys\n+ssh-ed25519 AAAA\n*** End Patch";
+    let outcome = gate.evaluate(&call("apply_patch", json!({ "command": keys })), context);
+    assert_eq!((outcome.action, outcome.hard_deny), (GateAction::Deny, true));
+    // Both fields: each is judged.
+    let both = json!({ "input": "*** Begin Patch\n*** Update File: src/lib.rs\n*** End Patch", "command": keys });
+    assert_eq!(gate.evaluate(&call("apply_patch", both), context).action, GateAction::Deny);
 }
 
 #[test]
