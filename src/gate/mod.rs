@@ -427,6 +427,22 @@ impl Gate {
                 units.push(unit);
             }
         }
+        if analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError) {
+            // The analysis stopped short: what it did not read must not hide a hard deny.
+            for part in shell::crude_parts(&command) {
+                if let Some(entry) = tables::lookup_critical(&part, workspace.home()) {
+                    let mut unit = Unit::new(Tier::Critical, ReasonCode::CriticalCommand);
+                    unit.add(
+                        ReasonCode::CriticalCommand,
+                        truncate(&part.display(), 120),
+                        format!("{} (found in a command too long or too odd to analyse)", entry.description),
+                        Some(entry.id.to_owned()),
+                    );
+                    unit.rules.push(entry.id.to_owned());
+                    units.push(unit);
+                }
+            }
+        }
         for finding in analysis.findings {
             let mut unit = Unit::new(finding.tier, finding.code);
             unit.add(finding.code, truncate(&command, 120), finding.detail, finding.rule.map(str::to_owned));

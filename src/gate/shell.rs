@@ -316,6 +316,67 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
     walker.analysis
 }
 
+/// Programs the critical table knows, for [`crude_parts`].
+const CRITICAL_PROGRAMS: [&str; 22] = [
+    "rm",
+    "mkfs",
+    "mke2fs",
+    "mkswap",
+    "wipefs",
+    "mkdosfs",
+    "mkntfs",
+    "dd",
+    "chmod",
+    "chown",
+    "chgrp",
+    "kill",
+    "killall5",
+    "pkill",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+    "systemctl",
+    "mv",
+    "find",
+    "shred",
+];
+
+/// A crude reading of a command the analysis refused (too long, too many parts, characters the
+/// parser cannot take): the raw text is split on every separator, quote and substitution
+/// character, and each run of words that starts with a program the critical table knows becomes
+/// a part, from an unknown directory. Only the critical table looks at these, so a hard deny
+/// cannot be padded into an `ask`; it over-matches by design (`echo 'rm -rf ~'` in a refused
+/// line is denied too) and vouches for nothing.
+pub fn crude_parts(command: &str) -> Vec<CommandPart> {
+    let mut parts = Vec::new();
+    let separators =
+        |c: char| matches!(c, ';' | '&' | '|' | '\n' | '(' | ')' | '`' | '{' | '}' | '<' | '>') || c.is_control();
+    for piece in command.split(separators) {
+        let words: Vec<String> = piece
+            .split_whitespace()
+            .map(|word| {
+                let word: String = word.chars().filter(|c| !matches!(c, '\'' | '"' | '\\')).collect();
+                match word.as_str() {
+                    "$HOME" | "${HOME}" => "~".to_owned(),
+                    _ => word.replace("$HOME/", "~/").replace("${HOME}/", "~/"),
+                }
+            })
+            .filter(|word| !word.is_empty())
+            .collect();
+        for (index, word) in words.iter().enumerate() {
+            let name = word.rsplit('/').next().unwrap_or(word);
+            if CRITICAL_PROGRAMS.iter().any(|program| name == *program || name.starts_with("mkfs")) {
+                parts.push(CommandPart::from_argv(words[index..].to_vec(), None));
+            }
+        }
+        if parts.len() >= MAX_PARTS {
+            break;
+        }
+    }
+    parts
+}
+
 /// Quotes an argv array (Codex's `["bash", "-lc", "…"]`) into one command line.
 pub fn join_argv(argv: &[String]) -> String {
     argv.iter()

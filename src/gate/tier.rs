@@ -213,7 +213,7 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             // Codex's hooks report every shell tool (`shell`, `shell_command`, `exec_command`,
             // unified exec) as `Bash` with `{"command": "…"}`, and `apply_patch` with the patch in
             // `command` (the hook judges it under `input`, the tool's own field).
-            spec("Bash", EXECUTE, shell("command", None)),
+            spec("Bash", EXECUTE, shell("command", Some("workdir"))),
             spec("shell", EXECUTE, shell("command", Some("workdir"))),
             spec("shell_command", EXECUTE, shell("command", Some("workdir"))),
             spec("exec_command", EXECUTE, shell("cmd", Some("workdir"))),

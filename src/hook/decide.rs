@@ -36,7 +36,10 @@ use crate::decision::{Decision, GateAction, Tier};
 use crate::engine::Engine;
 use crate::gate::reversibility::CostlyBudget;
 use crate::gate::{CallContext, Gate, GateOutcome};
-use crate::request::{CallDecision, DecideRequest, DecideResponse, PendingCall, RequestError, Reversibility, Stage};
+use crate::request::{
+    CallDecision, DecideRequest, DecideResponse, KnownEvent, PendingCall, RequestError, Reversibility, Stage,
+    TranscriptEvent,
+};
 
 /// Why the hook could not decide; every variant ends in `ask` (or the local gate's `deny`).
 #[derive(Debug, thiserror::Error)]
@@ -131,9 +134,35 @@ fn evaluate(local: &LocalGate, call: &PendingCall, input: &HookInput) -> GateOut
     outcome
 }
 
+/// Codex runs `exec_command` in `cwd` joined with the call's `workdir`, but its hook payload
+/// carries only the command. The rollout records the call with its arguments, so a `workdir`
+/// found there (by the call's id) is added, and relative paths are judged where they run. A
+/// rollout that cannot be read, or has no such call yet, changes nothing (documented limit).
+fn codex_workdir(input: &HookInput, call: &mut PendingCall) {
+    if call.input.contains_key("workdir") {
+        return;
+    }
+    let (Some(path), Some(id)) = (input.transcript_path.as_deref(), input.tool_use_id.as_deref()) else {
+        return;
+    };
+    let Ok(session) = super::rollout::read(path) else { return };
+    let workdir = session.events.iter().rev().find_map(|event| match event {
+        TranscriptEvent::Known(KnownEvent::ToolCall { id: call_id, input, .. }) if call_id == id => {
+            input.get("workdir").cloned()
+        }
+        _ => None,
+    });
+    if let Some(workdir) = workdir.filter(|workdir| !workdir.is_null()) {
+        call.input.insert("workdir".to_owned(), workdir);
+    }
+}
+
 /// Decides the call. Never fails: a failure is an `ask` naming it, or the local gate's `deny`.
 pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> CallDecision {
-    let call = pending_call(input);
+    let mut call = pending_call(input);
+    if settings.host == Host::Codex {
+        codex_workdir(input, &mut call);
+    }
     if input.tool_name.is_none() {
         return failure(&call, Tier::High, &HookError::NoToolName);
     }

@@ -193,9 +193,8 @@ fn normalise_apply_patch(tool_input: &mut Map<String, Value>) {
     let patch = match tool_input.get("input") {
         Some(Value::String(input)) if input == &command => command,
         Some(Value::String(input)) => format!("{input}\n{command}"),
-        // A non-string `input` is left for the gate to find malformed.
-        Some(_) => return,
-        None => command,
+        // A non-string `input` cannot hide the patch in `command`: that patch is judged.
+        Some(_) | None => command,
     };
     tool_input.remove("command");
     tool_input.insert("input".to_owned(), Value::String(patch));
