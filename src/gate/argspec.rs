@@ -181,6 +181,9 @@ pub struct Grammar {
     pub alternatives: Vec<(String, Operands)>,
     /// `head -20`: a dash and digits is an option with a number.
     pub numeric_option: bool,
+    /// The program's own parser (not getopt) takes each clustered option's value from the words
+    /// after the cluster, in order: `tree -Po X F` is `-P X -o F`.
+    pub cluster_values_follow: bool,
 }
 
 /// Why a command line is not known-safe.
@@ -273,6 +276,7 @@ impl Grammar {
             operands: Operands::parse(operands)?,
             alternatives: Vec::new(),
             numeric_option: false,
+            cluster_values_follow: false,
         })
     }
 
@@ -348,6 +352,11 @@ impl Grammar {
                 }
                 if self.options[option].arity == Arity::Flag {
                     parsed.options.push(GivenOption { option, word: index, values: Vec::new(), attached: false });
+                    continue;
+                }
+                if self.cluster_values_follow {
+                    // The value is the next unused word; the cluster goes on.
+                    next = self.take_values(option, None, words, next - 1, &mut parsed)?;
                     continue;
                 }
                 let rest = &cluster[offset + letter.len_utf8()..];
@@ -555,6 +564,16 @@ mod tests {
         assert_eq!(grep.assign(0), None);
         assert!(!grep.in_repeated_section(0, 2));
         assert!(grep.in_repeated_section(1, 2));
+    }
+
+    #[test]
+    fn clusters_can_take_values_from_the_following_words() {
+        let mut grammar = Grammar::new(Style::Gnu, &["-P PATTERN", "-o WRITE", "-i"], "READ...").unwrap();
+        grammar.cluster_values_follow = true;
+        let parsed = grammar.parse(&words("-iPo x out dir")).unwrap();
+        assert_eq!(parsed.options[1].values, vec![("x".to_owned(), Role::Pattern)]);
+        assert_eq!(parsed.options[2].values, vec![("out".to_owned(), Role::Write)]);
+        assert_eq!(parsed.operands, vec![(3, Role::Read)]);
     }
 
     #[test]

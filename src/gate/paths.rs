@@ -216,7 +216,11 @@ fn harmless_device(path: &str, access: Access) -> bool {
     match path {
         "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" => true,
         "/dev/zero" | "/dev/urandom" | "/dev/random" | "/dev/stdin" => access == Access::Read,
-        _ => path.starts_with("/dev/fd/"),
+        // Exactly `/dev/fd/N`: a path through one (`/dev/fd/3/../home`) follows an open
+        // directory, and `..` after a link cannot be resolved by its text.
+        _ => path
+            .strip_prefix("/dev/fd/")
+            .is_some_and(|fd| !fd.is_empty() && fd.bytes().all(|byte| byte.is_ascii_digit())),
     }
 }
 
@@ -286,6 +290,9 @@ pub fn is_sensitive_name(name: &str) -> bool {
     let env_file = (name == ".env" || name.starts_with(".env."))
         && ![".example", ".sample", ".template", ".dist"].iter().any(|suffix| name.ends_with(suffix));
     env_file
+        || name.contains("secret")
+        || name == ".dev.vars"
+        || name.ends_with(".tfvars")
         || SENSITIVE_NAMES.contains(&name.as_str())
         || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key))
         || SENSITIVE_EXTENSIONS.iter().any(|extension| name.ends_with(extension))

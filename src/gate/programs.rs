@@ -47,6 +47,9 @@ pub struct SafeEntry {
     /// The entry covers one narrow form of a program that is otherwise unlisted (`cargo
     /// --version`): any other use is reported as unlisted, not as a refused flag.
     pub narrow: bool,
+    /// The program is not getopt: clustered options take their values from the following
+    /// words (`tree -Po X F`), see [`Grammar::cluster_values_follow`].
+    pub cluster_values_follow: bool,
     pub matches: &'static [&'static str],
     pub not_matches: &'static [&'static str],
 }
@@ -64,6 +67,7 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         metadata_only: false,
         check: None,
         narrow: false,
+        cluster_values_follow: false,
         matches: &[],
         not_matches: &[],
     }
@@ -134,6 +138,7 @@ pub fn compile(entry: &SafeEntry) -> Result<Grammar, String> {
     let mut grammar = Grammar::new(entry.style, entry.options, entry.operands)
         .map_err(|error| format!("entry `{}`: {error}", entry.id))?;
     grammar.numeric_option = entry.numeric_option;
+    grammar.cluster_values_follow = entry.cluster_values_follow;
     for (option, operands) in entry.alternatives {
         if !grammar.options.iter().any(|declared| declared.is(option)) {
             return Err(format!("entry `{}`: alternative for undeclared option `{option}`", entry.id));
@@ -235,14 +240,11 @@ fn skip_sed_address(command: &str) -> Option<&str> {
 /// jq: the filter must not read the environment (`env`, `$ENV`) or input file names.
 fn jq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let reads_environment = |filter: &str| {
-        // jq's lexer allows blanks and comments between `$` and a name (`$ ENV`).
-        let compact: String = filter
-            .lines()
-            .map(|line| line.split('#').next().unwrap_or(""))
-            .collect::<String>()
-            .split_whitespace()
-            .collect();
-        compact.contains("$ENV")
+        // jq's lexer allows blanks and comments between `$` and a name (`$ ENV`). A `#` may be a
+        // comment or sit in a string, which only jq's own lexer can tell: refused outright.
+        let compact: String = filter.split_whitespace().collect();
+        filter.contains('#')
+            || compact.contains("$ENV")
             || compact.contains("$__prog")
             || filter.contains("input_filename")
             // Modules are read from the search path (`~/.jq`, beside the binary): other files.
@@ -288,21 +290,31 @@ fn test_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<()
     Ok(())
 }
 
-/// git config: only the read forms (`--get`, `--list`, one bare key), never `edit` or `set`.
+/// Keys whose values are never secret: git configuration holds tokens (`url.*.insteadOf`,
+/// `http.*.extraHeader`, credentials in remote URLs), so only these are read unattended.
+const GIT_CONFIG_READABLE_KEYS: [&str; 9] = [
+    "user.name",
+    "user.email",
+    "init.defaultbranch",
+    "pull.rebase",
+    "core.autocrlf",
+    "core.filemode",
+    "core.ignorecase",
+    "core.bare",
+    "push.default",
+];
+
+/// git config: reading one of [`GIT_CONFIG_READABLE_KEYS`] (`git config KEY`, `--get KEY`);
+/// never a listing, a pattern, `edit` or `set`.
 fn git_config_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
-    let reading = ["get", "get-all", "get-regexp", "list", "l"].iter().any(|name| parsed.has(grammar, name));
+    if ["get-all", "get-regexp", "list", "l"].iter().any(|name| parsed.has(grammar, name)) {
+        return Err("lists configuration, which can hold tokens".to_owned());
+    }
     let operands: Vec<&str> = operand_words(parsed, args).collect();
     match operands.as_slice() {
-        [] if reading => Ok(()),
-        [key] if !reading => {
-            if matches!(*key, "edit" | "set" | "unset" | "rename-section" | "remove-section" | "list" | "get") {
-                Err(format!("uses the `{key}` form"))
-            } else {
-                Ok(())
-            }
-        }
-        [_] | [_, _] if reading => Ok(()),
-        _ => Err("is not a configuration read".to_owned()),
+        [key] if GIT_CONFIG_READABLE_KEYS.contains(&key.to_ascii_lowercase().as_str()) => Ok(()),
+        [key] => Err(format!("reads `{key}`, which is not on the list of keys that never hold secrets")),
+        _ => Err("is not a read of one configuration key".to_owned()),
     }
 }
 
@@ -749,12 +761,13 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         numeric_option: true,
         matches: &["strings target/debug/permit"],
         not_matches: &["strings -T x y"],
+        check: Some(no_response_files),
         ..entry("safe.strings", &["strings"])
     },
     SafeEntry {
         options: &[
-            "-r, --recursive",
-            "-R, --dereference-recursive",
+            // No `-r`/`-R`: a recursive read reads every file below, `.env` included, and the
+            // pattern decides what is printed (`grep -r '' .`).
             "-n, --line-number",
             "-i, --ignore-case",
             "--no-ignore-case",
@@ -803,12 +816,12 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         alternatives: &[("e", "READ..."), ("f", "READ...")],
         numeric_option: true,
         matches: &[
-            "grep -rn TODO src",
+            "grep -n TODO src/lib.rs",
             "grep -c fn src/lib.rs",
             "grep -A10 '\\[dependencies\\]' Cargo.toml",
             "grep -e a -e b src/*.rs",
         ],
-        not_matches: &["grep -r password ~/.aws", "grep x *", "grep --pre=sh x y"],
+        not_matches: &["grep -r password ~/.aws", "grep x *", "grep --pre=sh x y", "grep -r '' .", "grep -rn TODO src"],
         ..entry("safe.grep", &["grep", "egrep", "fgrep"])
     },
     SafeEntry {
@@ -843,10 +856,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-P, --pcre2",
             "-o, --only-matching",
             "-r, --replace=TEXT",
-            "--hidden",
-            "--no-ignore",
-            "--no-ignore-vcs",
-            "-u, --unrestricted",
+            // No `--hidden`, `--no-ignore*` or `-u`: ripgrep skips hidden and ignored files
+            // (`.env`) by default, which is what makes a recursive search vouchable.
             "--json",
             "--no-heading",
             "--heading",
@@ -875,6 +886,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ],
         operands: "PATTERN READ...",
         alternatives: &[("e", "READ..."), ("f", "READ..."), ("files", "READ..."), ("type-list", ""), ("version", "")],
+        check: Some(rg_check),
         matches: &["rg -n 'fn main' src", "rg --files", "rg -t rust 'unwrap\\(\\)' src"],
         not_matches: &["rg --pre ./x.sh TODO", "rg --pre=sh TODO", "rg -z x", "rg --pr=sh x"],
         ..entry("safe.rg", &["rg"])
@@ -1176,7 +1188,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-C, --context=NUM",
             "-q, --brief",
             "-s, --report-identical-files",
-            "-r, --recursive",
             "-N, --new-file",
             "--unidirectional-new-file",
             "-y, --side-by-side",
@@ -1464,8 +1475,14 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-o WRITE",
         ],
         operands: "READ...",
+        cluster_values_follow: true,
         matches: &["tree -L 2 src", "tree -o tree.txt src"],
-        not_matches: &["tree -o ~/.bashrc", "tree -R -H x"],
+        not_matches: &[
+            "tree -o ~/.bashrc",
+            "tree -R -H x",
+            "tree -Po '*' CLAUDE.md notes",
+            "tree -oI AGENTS.md x docs",
+        ],
         ..entry("safe.tree", &["tree"])
     },
     SafeEntry {
@@ -1567,9 +1584,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-v, --verbose",
             "-T, --no-target-directory",
             "-t, --target-directory=WRITE",
-            "-b",
-            "--backup[=TEXT]",
-            "-S, --suffix=TEXT",
+            // No `-b`/`--backup`/`-S`: the backup's name (destination + suffix) is a write the
+            // grammar cannot name (`CLAUDE` + `.md`).
             "-P, --no-dereference",
             "--parents",
             "--remove-destination",
@@ -1603,9 +1619,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-v, --verbose",
             "-T, --no-target-directory",
             "-t, --target-directory=WRITE",
-            "-b",
-            "--backup[=TEXT]",
-            "-S, --suffix=TEXT",
+            // No `-b`/`--backup`/`-S`: the backup's name (destination + suffix) is a write the
+            // grammar cannot name (`CLAUDE` + `.md`).
             "--strip-trailing-slashes",
         ],
         // Moving a file away deletes it where it was: every operand is written.
@@ -1624,6 +1639,32 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("write.tee", &["tee"])
     },
 ];
+
+/// binutils read `@FILE` as a file of more arguments (and echo its words in errors): an operand
+/// starting with `@` is refused.
+fn no_response_files(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    match operand_words(parsed, args).find(|word| word.starts_with('@')) {
+        Some(word) => Err(format!("uses the response file `{word}`")),
+        None => Ok(()),
+    }
+}
+
+/// ripgrep: `--glob` overrides its ignore rules, so a glob that can name a dotfile or a
+/// credential file (`-g '.env*'`) is refused.
+fn rg_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
+    let globs = values(parsed, grammar, "glob").chain(values(parsed, grammar, "iglob"));
+    for glob in globs {
+        let pattern = glob.trim_start_matches('!');
+        if pattern.starts_with('.')
+            || pattern.contains("/.")
+            || crate::gate::paths::glob_may_match_sensitive(pattern)
+            || crate::gate::paths::is_sensitive_name(pattern)
+        {
+            return Err(format!("uses the glob `{glob}`, which can reach dotfiles or credential files"));
+        }
+    }
+    Ok(())
+}
 
 /// date: only a display format (`+…`) as the operand; `MMDDhhmm` sets the clock.
 fn date_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
@@ -1874,7 +1915,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "-r, --recursive",
                 "--no-recursive",
                 "--cached",
-                "--untracked",
                 "--max-depth=NUM",
                 "-A, --after-context=NUM",
                 "-B, --before-context=NUM",
@@ -2102,7 +2142,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "--includes",
                 "--no-includes",
                 "--local",
-                "--global",
                 "--worktree",
                 "--type=TEXT",
                 "--bool",
@@ -2112,12 +2151,15 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             ],
             operands: "TEXT...",
             check: Some(git_config_check),
-            matches: &["git config user.name", "git config --get remote.origin.url", "git config --list"],
+            matches: &["git config user.name", "git config --get user.email"],
             not_matches: &[
                 "git config core.pager 'sh -c id'",
                 "git config --add x y",
                 "git config edit",
                 "git config --global --edit",
+                "git config --list",
+                "git config --global url.https://x.insteadof",
+                "git config --get remote.origin.url",
             ],
             ..entry("safe.git-config-read", &["git"])
         },
@@ -2415,6 +2457,7 @@ fn judge_find(args: &[String]) -> Judgement {
         operands: Operands { repeated: Some(Role::Read), ..Operands::default() },
         alternatives: Vec::new(),
         numeric_option: false,
+        cluster_values_follow: false,
     });
     let mut parsed =
         Parsed { slots: vec![None; args.len()], grammar_operands: GRAMMAR.operands.clone(), ..Parsed::default() };
