@@ -154,8 +154,9 @@ struct Unit {
     argv: Option<Vec<String>>,
     /// Code explaining `command_tier`.
     command_code: ReasonCode,
-    /// Hashes of `(path, is a write, base)` already judged for this unit.
+    /// Hashes of `(path, is a write, base)` already judged for this unit, when `memo` is on.
     judged: std::collections::HashSet<u64>,
+    memo: bool,
     /// The least strict action the unit may get, unless an operator `allow` rule covers it.
     floor: GateAction,
 }
@@ -171,6 +172,7 @@ impl Unit {
             argv: None,
             command_code,
             judged: std::collections::HashSet::new(),
+            memo: false,
             floor: GateAction::Allow,
         }
     }
@@ -464,7 +466,7 @@ impl Gate {
     fn part_unit(&self, part: &CommandPart, structural: Tier, workspace: &Workspace, written: &mut bool) -> Unit {
         let display = || part.display();
         let home = workspace.home();
-        let mut unit;
+        let mut unit: Unit;
         let mut known = None;
         if let Some(entry) = tables::lookup_critical(part, home) {
             unit = Unit::new(Tier::Critical, ReasonCode::CriticalCommand);
@@ -511,6 +513,7 @@ impl Gate {
                 }
             }
         }
+        unit.memo = true;
         // Each of these makes the command itself unvouchable: at least `high`, with its reason.
         let raises = [
             (
@@ -750,14 +753,17 @@ impl Gate {
     }
 
     fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {
-        // The same word judged twice from the same directory adds nothing (`ls a a a …`).
-        let key = {
+        // The same word judged twice from the same directory adds nothing (`ls a a a …`). Only
+        // shell parts, which can repeat words, keep the memo; a file tool judges a path or two.
+        let key = if !unit.memo {
+            0
+        } else {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             (raw, access == Access::Write, base).hash(&mut hasher);
             hasher.finish()
         };
-        if !unit.judged.insert(key) {
+        if unit.memo && !unit.judged.insert(key) {
             return;
         }
         if paths::glob_may_match_sensitive(raw) {

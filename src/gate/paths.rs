@@ -6,6 +6,9 @@
 //! be resolved (relative with no known directory, or built from run-time values) is treated as
 //! outside the workspace. It only ever adds friction.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
 use crate::decision::{ReasonCode, Tier};
 
 /// Whether a call reads or writes a path.
@@ -703,22 +706,32 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
 
 /// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
 fn workspace_config(path: &str) -> Option<ReasonCode> {
-    /// One table entry split once: its components, or the suffix of a `*.ext` entry.
-    type Split = (Vec<&'static str>, Option<&'static str>, ReasonCode);
-    static SPLIT: std::sync::LazyLock<Vec<Split>> = std::sync::LazyLock::new(|| {
-        WORKSPACE_CONFIG
-            .iter()
-            .map(|(name, code, _)| match name.strip_prefix('*') {
-                Some(suffix) => (Vec::new(), Some(suffix), *code),
-                None => (name.split('/').collect(), None, *code),
-            })
-            .collect()
+    /// The table indexed once: one-component names by name, the rest (`.github/prompts`,
+    /// `*.code-workspace`) in a short list.
+    type Index = (HashMap<&'static str, ReasonCode>, Vec<(Vec<&'static str>, Option<&'static str>, ReasonCode)>);
+    static INDEX: LazyLock<Index> = LazyLock::new(|| {
+        let mut single = HashMap::new();
+        let mut others = Vec::new();
+        for (name, code, _) in WORKSPACE_CONFIG {
+            match name.strip_prefix('*') {
+                Some(suffix) => others.push((Vec::new(), Some(suffix), *code)),
+                None if !name.contains('/') => {
+                    single.entry(*name).or_insert(*code);
+                }
+                None => others.push((name.split('/').collect(), None, *code)),
+            }
+        }
+        (single, others)
     });
+    let (single, others) = &*INDEX;
     let lower = comparable(path);
     let components: Vec<&str> = lower.split('/').collect();
-    SPLIT.iter().find_map(|(wanted, suffix, code)| match suffix {
-        Some(suffix) => components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code),
-        None => components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code),
+    // The first entry in table order wins, as before: others are few and checked after.
+    components.iter().find_map(|component| single.get(component).copied()).or_else(|| {
+        others.iter().find_map(|(wanted, suffix, code)| match suffix {
+            Some(suffix) => components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code),
+            None => components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code),
+        })
     })
 }
 
