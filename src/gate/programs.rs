@@ -809,8 +809,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-U, --binary",
             "--label=TEXT",
             "--binary-files=TEXT",
-            "-d, --directories=TEXT",
-            "-D, --devices=TEXT",
+            // No `-d`/`--directories`: `-d recurse` is `-r`.
         ],
         operands: "PATTERN READ...",
         alternatives: &[("e", "READ..."), ("f", "READ...")],
@@ -821,7 +820,14 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "grep -A10 '\\[dependencies\\]' Cargo.toml",
             "grep -e a -e b src/*.rs",
         ],
-        not_matches: &["grep -r password ~/.aws", "grep x *", "grep --pre=sh x y", "grep -r '' .", "grep -rn TODO src"],
+        not_matches: &[
+            "grep -r password ~/.aws",
+            "grep x *",
+            "grep --pre=sh x y",
+            "grep -r '' .",
+            "grep -rn TODO src",
+            "grep -d recurse x .",
+        ],
         ..entry("safe.grep", &["grep", "egrep", "fgrep"])
     },
     SafeEntry {
@@ -1188,8 +1194,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-C, --context=NUM",
             "-q, --brief",
             "-s, --report-identical-files",
-            "-N, --new-file",
-            "--unidirectional-new-file",
+            // No `-N`/`--unidirectional-new-file`: given directories, a file on one side only
+            // is then printed whole (`diff -N src .` prints `.env`).
             "-y, --side-by-side",
             "-W, --width=NUM",
             "--left-column",
@@ -1229,7 +1235,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ],
         operands: "READ...",
         matches: &["diff -u a.txt b.txt", "diff src/a.rs src/b.rs"],
-        not_matches: &["diff ~/.ssh/id_rsa x", "diff --to-file=/etc/shadow a"],
+        not_matches: &["diff ~/.ssh/id_rsa x", "diff --to-file=/etc/shadow a", "diff -N src .", "diff -r a b"],
         ..entry("safe.diff", &["diff", "colordiff"])
     },
     SafeEntry {

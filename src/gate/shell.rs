@@ -352,21 +352,25 @@ pub fn crude_parts(command: &str) -> Vec<CommandPart> {
     let mut parts = Vec::new();
     let separators =
         |c: char| matches!(c, ';' | '&' | '|' | '\n' | '(' | ')' | '`' | '{' | '}' | '<' | '>') || c.is_control();
+    let is_quote = |c: char| matches!(c, '\'' | '"' | '\\');
+    let unquote = |word: &str| -> String {
+        let word: String = word.chars().filter(|c| !is_quote(*c)).collect();
+        match word.as_str() {
+            "$HOME" | "${HOME}" => "~".to_owned(),
+            _ => word.replace("$HOME/", "~/").replace("${HOME}/", "~/"),
+        }
+    };
+    // Words are only copied from a piece that names a critical program (the common case
+    // allocates nothing).
+    let critical = |word: &str| {
+        let name = word.rsplit('/').next().unwrap_or(word).trim_matches(is_quote);
+        CRITICAL_PROGRAMS.contains(&name) || name.starts_with("mkfs")
+    };
     for piece in command.split(separators) {
-        let words: Vec<String> = piece
-            .split_whitespace()
-            .map(|word| {
-                let word: String = word.chars().filter(|c| !matches!(c, '\'' | '"' | '\\')).collect();
-                match word.as_str() {
-                    "$HOME" | "${HOME}" => "~".to_owned(),
-                    _ => word.replace("$HOME/", "~/").replace("${HOME}/", "~/"),
-                }
-            })
-            .filter(|word| !word.is_empty())
-            .collect();
-        for (index, word) in words.iter().enumerate() {
-            let name = word.rsplit('/').next().unwrap_or(word);
-            if CRITICAL_PROGRAMS.iter().any(|program| name == *program || name.starts_with("mkfs")) {
+        let Some(start) = piece.split_whitespace().position(critical) else { continue };
+        let words: Vec<String> = piece.split_whitespace().map(unquote).filter(|word| !word.is_empty()).collect();
+        for (index, word) in words.iter().enumerate().skip(start.min(words.len())) {
+            if critical(word) {
                 parts.push(CommandPart::from_argv(words[index..].to_vec(), None));
             }
         }
@@ -544,6 +548,18 @@ impl Walker<'_> {
             terminated = format!("{source}\n");
             terminated.as_str()
         };
+        if !source.contains("<<") && unquoted_separators(source) >= MAX_PARTS {
+            // Counted before tokenizing, which costs hundreds of instructions a byte: a line of
+            // this many commands is refused anyway (here-documents, whose bodies are text, take
+            // the tokenizer's count below instead).
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("the command runs {MAX_PARTS} or more commands, more than the gate analyses"),
+            );
+            return;
+        }
         // Defence in depth: brush-parser 0.4 still unwraps inside its tokenizer (a panic on
         // `$(/<<  h …` found by `cargo fuzz run shell`); a panic is a parse error, not a crash.
         let tokenized = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1671,6 +1687,29 @@ impl Walker<'_> {
             };
         }
     }
+}
+
+/// Command separators (`;`, `&`, `|`, newline) outside quotes and escapes: an upper bound on
+/// the number of commands, for refusing a line before the tokenizer (`&&` counts twice, which
+/// only makes the bound looser by half).
+fn unquoted_separators(source: &str) -> usize {
+    let bytes = source.as_bytes();
+    let (mut count, mut index, mut quote) = (0usize, 0usize, None::<u8>);
+    while index < bytes.len() {
+        let byte = bytes[index];
+        match (quote, byte) {
+            (Some(b'\''), b'\'') => quote = None,
+            (Some(b'\''), _) => {}
+            (_, b'\\') => index += 1,
+            (Some(b'"'), b'"') => quote = None,
+            (Some(_), _) => {}
+            (None, b'\'' | b'"') => quote = Some(byte),
+            (None, b';' | b'&' | b'|' | b'\n') => count += 1,
+            (None, _) => {}
+        }
+        index += 1;
+    }
+    count / 2
 }
 
 /// A run of 18 or more digits (numbers near `i64`/`usize` overflow).
