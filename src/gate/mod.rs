@@ -687,6 +687,9 @@ impl Gate {
         for (position, (word, role)) in parsed.operands.iter().enumerate() {
             judge(unit, &args[*word], *role, *word, Some(position));
         }
+        if entry.copies_into_directory {
+            self.judge_copy_destinations(unit, parsed, args, bases, workspace);
+        }
         // A glob in an option word (`-*`, `--file=*`) is never placed.
         for (word, slot) in parsed.slots.iter().enumerate() {
             if matches!(slot, Some(Slot::Option { .. } | Slot::NumericOption))
@@ -699,6 +702,44 @@ impl Gate {
             }
         }
         let _ = grammar;
+    }
+
+    /// `cp`/`mv` into a directory write `DEST/basename(SOURCE)`: judged as a write for every
+    /// source. A source whose last component is `.` or `..` merges contents the gate cannot see.
+    fn judge_copy_destinations(
+        &self,
+        unit: &mut Unit,
+        parsed: &argspec::Parsed,
+        args: &[String],
+        bases: &[Option<&str>],
+        workspace: &Workspace,
+    ) {
+        let target =
+            parsed.options.iter().find(|given| !given.values.is_empty()).map(|given| given.values[0].0.clone());
+        let operands: Vec<&str> = parsed.operands.iter().map(|(word, _)| args[*word].as_str()).collect();
+        let (destination, sources) = match (&target, operands.split_last()) {
+            (Some(target), _) => (target.as_str(), operands.as_slice()),
+            (None, Some((last, rest))) => (*last, rest),
+            (None, None) => return,
+        };
+        for source in sources {
+            let name = source.trim_end_matches('/').rsplit('/').next().unwrap_or(source);
+            if matches!(name, "" | "." | "..") {
+                unit.command_tier = unit.command_tier.max(Tier::High);
+                unit.command_code = ReasonCode::DangerousFlag;
+                unit.add(
+                    ReasonCode::DangerousFlag,
+                    (*source).to_owned(),
+                    "copies a directory's contents, whose names the gate cannot see, into the destination",
+                    None,
+                );
+                continue;
+            }
+            let written = format!("{}/{name}", destination.trim_end_matches('/'));
+            for base in bases {
+                self.judge_path(unit, &written, Access::Write, *base, workspace);
+            }
+        }
     }
 
     /// git reads the repository it finds from the directory it runs in, and that repository's

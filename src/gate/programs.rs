@@ -50,6 +50,9 @@ pub struct SafeEntry {
     /// The program is not getopt: clustered options take their values from the following
     /// words (`tree -Po X F`), see [`Grammar::cluster_values_follow`].
     pub cluster_values_follow: bool,
+    /// `cp`/`mv`: a destination that is a directory receives `DEST/basename(SOURCE)`, which is
+    /// judged as a write too (`cp templates/CLAUDE.md .` writes `./CLAUDE.md`).
+    pub copies_into_directory: bool,
     pub matches: &'static [&'static str],
     pub not_matches: &'static [&'static str],
 }
@@ -68,6 +71,7 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         check: None,
         narrow: false,
         cluster_values_follow: false,
+        copies_into_directory: false,
         matches: &[],
         not_matches: &[],
     }
@@ -1588,7 +1592,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-u",
             "--update[=TEXT]",
             "-v, --verbose",
-            "-T, --no-target-directory",
+            // No `-T`: it merges a source directory's contents, names the gate cannot see.
             "-t, --target-directory=WRITE",
             // No `-b`/`--backup`/`-S`: the backup's name (destination + suffix) is a write the
             // grammar cannot name (`CLAUDE` + `.md`).
@@ -1604,6 +1608,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ],
         operands: "READ... WRITE",
         alternatives: &[("t", "READ...")],
+        copies_into_directory: true,
         matches: &["cp a.txt b.txt", "cp -r fixtures fixtures.bak", "cp -r tests/fixtures tests/fixtures_v2"],
         not_matches: &[
             "cp x ~/.bashrc",
@@ -1611,6 +1616,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "cp ~/.ssh/id_rsa .",
             "cp -s ~/.ssh/id_rsa k",
             "cp a .git/config",
+            "cp templates/CLAUDE.md .",
+            "cp -r templates/.claude .",
+            "cp -rt . templates/.claude",
+            "cp -r templates/. .",
+            "cp -rT templates .",
         ],
         ..entry("write.cp", &["cp"])
     },
@@ -1623,7 +1633,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-u",
             "--update[=TEXT]",
             "-v, --verbose",
-            "-T, --no-target-directory",
+            // No `-T`: it merges a source directory's contents, names the gate cannot see.
             "-t, --target-directory=WRITE",
             // No `-b`/`--backup`/`-S`: the backup's name (destination + suffix) is a write the
             // grammar cannot name (`CLAUDE` + `.md`).
@@ -1632,6 +1642,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         // Moving a file away deletes it where it was: every operand is written.
         operands: "WRITE... WRITE",
         alternatives: &[("t", "WRITE...")],
+        copies_into_directory: true,
         matches: &["mv src/old_name.rs src/new_name.rs"],
         not_matches: &["mv x ~/.bashrc", "mv .git/config x", "mv a ../b"],
         ..entry("write.mv", &["mv"])
@@ -1646,11 +1657,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     },
 ];
 
-/// binutils read `@FILE` as a file of more arguments (and echo its words in errors): an operand
-/// starting with `@` is refused.
-fn no_response_files(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
-    match operand_words(parsed, args).find(|word| word.starts_with('@')) {
-        Some(word) => Err(format!("uses the response file `{word}`")),
+/// binutils read `@FILE` as a file of more arguments, in operands and option values alike (and
+/// echo its words in errors): any word holding `@` is refused.
+fn no_response_files(_parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    match args.iter().find(|word| word.contains('@')) {
+        Some(word) => Err(format!("uses `{word}`, which may name a response file")),
         None => Ok(()),
     }
 }
