@@ -1597,7 +1597,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             // No `-b`/`--backup`/`-S`: the backup's name (destination + suffix) is a write the
             // grammar cannot name (`CLAUDE` + `.md`).
             "-P, --no-dereference",
-            "--parents",
+            // No `--parents`: it writes DEST/SOURCE-PATH (`cp --parents workflows/ci.yml .github`).
             "--remove-destination",
             "--strip-trailing-slashes",
             "--sparse=TEXT",
@@ -1621,6 +1621,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "cp -rt . templates/.claude",
             "cp -r templates/. .",
             "cp -rT templates .",
+            "cp --parents workflows/ci.yml .github",
         ],
         ..entry("write.cp", &["cp"])
     },
