@@ -345,7 +345,18 @@ fn first_operand_is(parsed: &Parsed, args: &[String], allowed: &[&str]) -> Resul
     }
 }
 
+/// git stash, worktree and remote read their sub-subcommand only from the first word (`git
+/// stash --all -- list` is `git stash push --all -- list`), so that is where it must be.
+fn first_word_is(args: &[String], allowed: &[&str]) -> Result<(), String> {
+    match args.first() {
+        Some(first) if allowed.contains(&first.as_str()) => Ok(()),
+        Some(first) => Err(format!("starts with `{first}`, not one of the read forms")),
+        None => Err("needs a subcommand".to_owned()),
+    }
+}
+
 fn git_stash_read_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    first_word_is(args, &["list", "show"])?;
     first_operand_is(parsed, args, &["list", "show"])
 }
 
@@ -359,12 +370,13 @@ fn git_stash_push_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) ->
 fn git_remote_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     match operand_words(parsed, args).collect::<Vec<_>>().as_slice() {
         [] => Ok(()),
-        ["get-url", _] => Ok(()),
+        ["get-url", _] if args.first().is_some_and(|first| first == "get-url") => Ok(()),
         [first, ..] => Err(format!("uses the `{first}` form")),
     }
 }
 
 fn git_worktree_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    first_word_is(args, &["list"])?;
     first_operand_is(parsed, args, &["list"])
 }
 
@@ -2115,7 +2127,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             numeric_option: true,
             check: Some(git_stash_read_check),
             matches: &["git stash list", "git stash show -p"],
-            not_matches: &["git stash drop", "git stash pop"],
+            not_matches: &["git stash drop", "git stash pop", "git stash --all -- list .", "git stash -u show"],
             ..entry("safe.git-stash-read", &["git"])
         },
     },
