@@ -580,6 +580,7 @@ impl Gate {
                 self.judge_known_words(&mut unit, part, entry, grammar, parsed, &bases, workspace);
                 if part.program() == "git" {
                     self.judge_git_repository(&mut unit, part, workspace, *written);
+                    self.judge_git_operands(&mut unit, part, parsed, &bases, workspace);
                 }
             }
             None => self.judge_unknown_words(&mut unit, part, &bases, workspace),
@@ -738,6 +739,47 @@ impl Gate {
             let written = format!("{}/{name}", destination.trim_end_matches('/'));
             for base in bases {
                 self.judge_path(unit, &written, Access::Write, *base, workspace);
+            }
+        }
+    }
+
+    /// git names files inside the repository in ways the shell never sees: an object name
+    /// `REV:PATH` reads PATH as committed, a pathspec glob's `*` matches dotfiles, and `:(…)`
+    /// magic changes matching. The PATH of an object name is judged as a read; magic pathspecs,
+    /// index paths (`:.env`) and globs that could reach dotfiles or credential names are not
+    /// vouched for.
+    fn judge_git_operands(
+        &self,
+        unit: &mut Unit,
+        part: &CommandPart,
+        parsed: &argspec::Parsed,
+        bases: &[Option<&str>],
+        workspace: &Workspace,
+    ) {
+        let args = part.args();
+        for (word, role) in &parsed.operands {
+            // Listing patterns (`git tag -l 'v*'`) name refs, not files.
+            if *role == Role::Pattern {
+                continue;
+            }
+            let operand = args[*word].as_str();
+            let problem = if operand.starts_with(':') {
+                Some("is an index path or pathspec magic, which git matches its own way")
+            } else if operand.contains(['*', '?', '[']) && !paths::glob_read_is_routine(operand) {
+                Some("is a pathspec whose `*` also matches dotfiles and credential files")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                unit.command_tier = unit.command_tier.max(Tier::High);
+                unit.command_code = ReasonCode::CredentialPath;
+                unit.add(ReasonCode::CredentialPath, operand.to_owned(), problem, None);
+                continue;
+            }
+            if let Some((_, path)) = operand.split_once(':').filter(|(_, path)| !path.is_empty()) {
+                for base in bases {
+                    self.judge_path(unit, path, Access::Read, *base, workspace);
+                }
             }
         }
     }

@@ -1918,7 +1918,12 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             options: &["-t", "-s", "-e", "-p", "--allow-unknown-type"],
             operands: "TEXT TEXT?",
             matches: &["git cat-file -p HEAD"],
-            not_matches: &["git cat-file --filters HEAD:x", "git cat-file --textconv HEAD:x"],
+            not_matches: &[
+                "git cat-file --filters HEAD:x",
+                "git cat-file --textconv HEAD:x",
+                "git cat-file -p HEAD:.env",
+                "git cat-file -p :.env",
+            ],
             ..entry("safe.git-cat-file", &["git"])
         },
     },
