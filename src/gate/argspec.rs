@@ -247,6 +247,12 @@ pub struct Parsed {
 }
 
 impl Parsed {
+    /// Whether any value or operand has the `WRITE` role (the command writes a named path).
+    pub fn writes(&self) -> bool {
+        self.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
+            || self.operands.iter().any(|(_, role)| *role == Role::Write)
+    }
+
     /// Whether the option whose long name (or letter) is `name` was given.
     pub fn has(&self, grammar: &Grammar, name: &str) -> bool {
         self.options.iter().any(|given| grammar.options[given.option].is(name))

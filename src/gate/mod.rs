@@ -588,10 +588,8 @@ impl Gate {
         // What later git parts must not trust: any file this part writes by name, or anything
         // a part no entry vouches for may do. (git's own writes, such as `git add` updating the
         // index, touch neither configuration nor a repository git would newly find.)
-        let writes = known.as_ref().is_none_or(|(_, _, parsed)| {
-            parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
-                || parsed.operands.iter().any(|(_, role)| *role == Role::Write)
-        }) || part.redirects.iter().any(|(_, access)| *access == Access::Write);
+        let writes = known.as_ref().is_none_or(|(_, _, parsed)| parsed.writes())
+            || part.redirects.iter().any(|(_, access)| *access == Access::Write);
         *written |= writes;
         // Only command-prefix rules read the words; skip the copy when there are none.
         if !self.rules.is_empty() {

@@ -103,10 +103,7 @@ pub fn judge(program: &str, args: &[String]) -> Judgement {
                     refusal.get_or_insert(Judgement::Refused { entry, reason });
                     continue;
                 }
-                let writes =
-                    parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
-                        || parsed.operands.iter().any(|(_, role)| *role == Role::Write);
-                let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
+                let tier = if parsed.writes() { entry.tier.max(Tier::Medium) } else { entry.tier };
                 return Judgement::Known { entry, grammar, parsed, tier };
             }
             Err(error) => {
@@ -2365,10 +2362,7 @@ pub fn judge_git(args: &[String]) -> Judgement {
                     refusal.get_or_insert(Judgement::Refused { entry, reason });
                     continue;
                 }
-                let writes =
-                    sub_parsed.options.iter().flat_map(|given| &given.values).any(|(_, role)| *role == Role::Write)
-                        || sub_parsed.operands.iter().any(|(_, role)| *role == Role::Write);
-                let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
+                let tier = if sub_parsed.writes() { entry.tier.max(Tier::Medium) } else { entry.tier };
                 // Word indexes are shifted to count from git's first argument.
                 let offset = subcommand_index + 1;
                 for given in &mut sub_parsed.options {

@@ -447,6 +447,16 @@ impl Walker<'_> {
         self.analysis.findings.push(StructuralFinding { code, tier, rule, detail });
     }
 
+    /// The line runs [`MAX_PARTS`] or more commands: refused, whichever check saw it first.
+    fn too_many_commands(&mut self) {
+        self.finding(
+            ReasonCode::ShellParseError,
+            Tier::High,
+            None,
+            format!("the command runs {MAX_PARTS} or more commands, more than the gate analyses"),
+        );
+    }
+
     fn walk_source(&mut self, source: &str, depth: usize) {
         if self.parse_budget == 0 {
             self.finding(
@@ -552,12 +562,7 @@ impl Walker<'_> {
             // Counted before tokenizing, which costs hundreds of instructions a byte: a line of
             // this many commands is refused anyway (here-documents, whose bodies are text, take
             // the tokenizer's count below instead).
-            self.finding(
-                ReasonCode::ShellParseError,
-                Tier::High,
-                None,
-                format!("the command runs {MAX_PARTS} or more commands, more than the gate analyses"),
-            );
+            self.too_many_commands();
             return;
         }
         // Defence in depth: brush-parser 0.4 still unwraps inside its tokenizer (a panic on
@@ -596,12 +601,7 @@ impl Walker<'_> {
         if operators >= MAX_PARTS {
             // Refused before the parse, whose cost grows with the number of commands: the
             // analysis would stop at MAX_PARTS anyway (keeps a 2 MiB request cheap).
-            self.finding(
-                ReasonCode::ShellParseError,
-                Tier::High,
-                None,
-                format!("the command runs {MAX_PARTS} or more commands, more than the gate analyses"),
-            );
+            self.too_many_commands();
             return;
         }
         if keyword_nesting(&tokens) > MAX_NESTING {
@@ -1348,12 +1348,7 @@ impl Walker<'_> {
         self.track_writes_and_cd(&part, stdin_text.as_deref());
         self.analysis.parts.push(part);
         if self.analysis.parts.len() == MAX_PARTS {
-            self.finding(
-                ReasonCode::ShellParseError,
-                Tier::High,
-                None,
-                format!("the command runs {MAX_PARTS} or more commands, more than the gate analyses"),
-            );
+            self.too_many_commands();
         }
     }
 
