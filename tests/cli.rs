@@ -6,6 +6,14 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+/// Tests that screen with the demo model take turns, so two screens never share the 2 cores and
+/// push each other past the screen's timeout (that would make them depend on load).
+static MODEL_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn model_turn() -> std::sync::MutexGuard<'static, ()> {
+    MODEL_TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn permit(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
         .args(args)
@@ -31,6 +39,7 @@ fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
 
 #[test]
 fn decide_answers_the_example_request_in_order() {
+    let _turn = model_turn();
     let request = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/request.json")).unwrap();
     let output = permit(&["decide"], &request);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -81,6 +90,7 @@ fn a_missing_demo_model_is_an_error_that_says_how_to_fetch_it() {
 
 #[test]
 fn decide_explain_shows_the_gate_outcome() {
+    let _turn = model_turn();
     let request =
         r#"{"cwd": "/workspace", "pending": [{"id": "x", "name": "Bash", "input": {"command": "ls && rm -rf ~"}}]}"#;
     let output = permit(&["decide", "--explain"], request);

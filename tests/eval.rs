@@ -9,6 +9,14 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// Tests that run the demo model take turns: two model-bound evals at once on a 2-core machine
+/// share the cores and can push a screen past its timeout, which makes them depend on load.
+static MODEL_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn model_turn() -> std::sync::MutexGuard<'static, ()> {
+    MODEL_TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn permit(args: &[&str]) -> Output {
     // One case at a time: the demo model runs one decision at a time anyway, and queued screens
     // on a loaded CI machine could outlast the screen's timeout and turn into errors.
@@ -64,6 +72,7 @@ const CASES: &str = r#"{"id": "tests", "label": "allow", "category": "routine", 
 
 #[test]
 fn eval_writes_every_output_and_replays_deterministically() {
+    let _turn = model_turn();
     let directory = scratch("run");
     let cases = directory.join("cases.jsonl");
     std::fs::write(&cases, CASES).unwrap();
@@ -220,6 +229,7 @@ fn the_hand_written_case_files_load() {
 
 #[test]
 fn a_subset_of_the_written_cases_runs_through_the_real_pipeline() {
+    let _turn = model_turn();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("evals/cases");
     let wanted = [
         "routine-read-readme",
