@@ -11,12 +11,15 @@ pub mod argspec;
 pub mod expand;
 pub mod modes;
 pub mod paths;
+mod plain;
 pub mod programs;
 pub mod reversibility;
 pub mod rules;
 pub mod shell;
 pub mod tables;
 pub mod tier;
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -40,8 +43,8 @@ pub struct Gate {
     trust_request_annotations: bool,
     unknown_tool_action: UnknownToolAction,
     use_request_cwd: bool,
-    extra_roots: Vec<String>,
-    home: String,
+    /// The configured roots and home, normalised once; each call adds its `cwd`.
+    base_workspace: Workspace,
     reversibility_enabled: bool,
 }
 
@@ -262,8 +265,7 @@ impl Gate {
             trust_request_annotations: config.tools.trust_request_annotations,
             unknown_tool_action: config.tools.unknown,
             use_request_cwd: config.workspace.use_request_cwd,
-            extra_roots: config.workspace.roots.clone(),
-            home: config.home(),
+            base_workspace: Workspace::new(None, false, &config.workspace.roots, &config.home()),
             reversibility_enabled: config.reversibility.enabled,
         };
         gate.check_rule_examples(config)?;
@@ -310,10 +312,10 @@ impl Gate {
 
     /// Judges one call. Pure: the same call and context always give the same outcome.
     pub fn evaluate(&self, call: &PendingCall, context: CallContext<'_>) -> GateOutcome {
-        let workspace = Workspace::new(context.cwd, self.use_request_cwd, &self.extra_roots, &self.home);
+        let workspace = self.base_workspace.with_cwd(context.cwd, self.use_request_cwd);
         let mut call_findings = Vec::new();
         let spec = self.resolve_spec(call, &mut call_findings);
-        let structural_tier = spec.as_ref().map(ToolSpec::structural_tier).unwrap_or(Tier::High);
+        let structural_tier = spec.as_deref().map(ToolSpec::structural_tier).unwrap_or(Tier::High);
 
         let mut units = match &spec {
             Some(spec) if spec.arguments.shell.is_some() => self.shell_units(spec, call, context.cwd, &workspace),
@@ -341,13 +343,13 @@ impl Gate {
         self.combine(call, units.as_mut_slice(), &spec, structural_tier, &workspace)
     }
 
-    fn resolve_spec(&self, call: &PendingCall, findings: &mut Vec<Finding>) -> Option<ToolSpec> {
+    fn resolve_spec(&self, call: &PendingCall, findings: &mut Vec<Finding>) -> Option<Cow<'_, ToolSpec>> {
         if let Some(spec) = self.registry.get(&call.name) {
-            return Some(spec.clone());
+            return Some(Cow::Borrowed(spec));
         }
         let annotations = call.annotations?;
         if self.trust_request_annotations {
-            return Some(ToolSpec { name: call.name.clone(), annotations, arguments: Default::default() });
+            return Some(Cow::Owned(ToolSpec { name: call.name.clone(), annotations, arguments: Default::default() }));
         }
         findings.push(Finding {
             code: ReasonCode::UntrustedAnnotationsIgnored,
@@ -856,7 +858,8 @@ impl Gate {
                 None,
             );
         }
-        for finding in paths::judge(raw, access, base, workspace) {
+        let resolved = paths::resolve(raw, base, workspace.home());
+        for finding in paths::judge_resolved(raw, resolved.as_deref(), access, workspace) {
             unit.path_tier = unit.path_tier.max(finding.tier);
             let rule = (finding.code == ReasonCode::CriticalCommand).then(|| {
                 if finding.path.contains("authorized_keys") { "write-authorized-keys" } else { "raw-disk-write" }
@@ -867,7 +870,7 @@ impl Gate {
             }
             unit.add(finding.code, finding.path, detail_for(finding.code), rule);
         }
-        if let Some(resolved) = paths::resolve(raw, base, workspace.home()) {
+        if let Some(resolved) = resolved {
             unit.paths.push(resolved);
         }
     }
@@ -952,7 +955,7 @@ impl Gate {
         &self,
         call: &PendingCall,
         units: &mut [Unit],
-        spec: &Option<ToolSpec>,
+        spec: &Option<Cow<'_, ToolSpec>>,
         structural_tier: Tier,
         workspace: &Workspace,
     ) -> GateOutcome {
@@ -1084,7 +1087,7 @@ impl Gate {
         }
 
         let reversibility =
-            if self.reversibility_enabled { spec.as_ref().and_then(ToolSpec::reversibility) } else { None };
+            if self.reversibility_enabled { spec.as_deref().and_then(ToolSpec::reversibility) } else { None };
         let model_may_allow = reversibility != Some(Reversibility::Irreversible);
         if !model_may_allow {
             reason_codes.push(ReasonCode::Irreversible);

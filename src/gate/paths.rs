@@ -53,6 +53,23 @@ impl Workspace {
         Self { roots, home, too_broad }
     }
 
+    /// The workspace of one call: `self` holds the configured roots (built once with no cwd),
+    /// and the request's `cwd`, when trusted, comes first. Same result as [`Workspace::new`]
+    /// with the cwd, without normalising the configured roots again for every call.
+    pub fn with_cwd(&self, cwd: Option<&str>, use_cwd: bool) -> Self {
+        let Some(cwd) = cwd.filter(|_| use_cwd) else { return self.clone() };
+        let cwd = normalize(cwd);
+        let mut roots = Vec::with_capacity(self.roots.len() + 1);
+        let mut too_broad = None;
+        if is_too_broad(&cwd, &self.home) {
+            too_broad = Some(cwd);
+        } else {
+            roots.push(cwd);
+        }
+        roots.extend(self.roots.iter().cloned());
+        Self { roots, home: self.home.clone(), too_broad: self.too_broad.clone().or(too_broad) }
+    }
+
     pub fn home(&self) -> &str {
         &self.home
     }
@@ -110,6 +127,14 @@ pub fn is_within(path: &str, root: &str) -> bool {
 
 /// Lexically normalises an absolute path: collapses `//` and `.`, applies `..` (never above `/`).
 pub fn normalize(path: &str) -> String {
+    // Most paths are already normal (`/workspace/src/main.rs`): one scan, one copy.
+    let normal = path == "/"
+        || (path.starts_with('/')
+            && !path.ends_with('/')
+            && path[1..].split('/').all(|part| !matches!(part, "" | "." | "..")));
+    if normal {
+        return path.to_owned();
+    }
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {
@@ -153,8 +178,14 @@ pub fn resolve(raw: &str, base: Option<&str>, home: &str) -> Option<String> {
 /// Judges one path. `base` is the directory relative paths start from (the call's cwd, or the
 /// directory a shell `cd` moved to; `None` when it is unknown).
 pub fn judge(raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) -> Vec<PathFinding> {
+    judge_resolved(raw, resolve(raw, base, &workspace.home).as_deref(), access, workspace)
+}
+
+/// [`judge`] for a path already resolved with [`resolve`] (`None`: relative to an unknown
+/// directory).
+pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspace: &Workspace) -> Vec<PathFinding> {
     let mut findings = Vec::new();
-    let Some(resolved) = resolve(raw, base, &workspace.home) else {
+    let Some(resolved) = resolved else {
         findings.push(PathFinding {
             code: if workspace.too_broad.is_some() || workspace.roots.is_empty() {
                 ReasonCode::NoWorkspace
@@ -166,42 +197,42 @@ pub fn judge(raw: &str, access: Access, base: Option<&str>, workspace: &Workspac
         });
         return findings;
     };
-    let mut add = |code, tier| findings.push(PathFinding { code, tier, path: resolved.clone() });
+    let mut add = |code, tier| findings.push(PathFinding { code, tier, path: resolved.to_owned() });
 
-    if harmless_device(&resolved, access) {
+    if harmless_device(resolved, access) {
         return findings;
     }
-    if process_secret(&resolved) {
+    if process_secret(resolved) {
         // Another process's environment, memory or command line holds its secrets.
         add(ReasonCode::CredentialPath, Tier::High);
     }
-    if access == Access::Write && home_dotfile(&resolved, &workspace.home) {
+    if access == Access::Write && home_dotfile(resolved, &workspace.home) {
         add(ReasonCode::PersistencePath, Tier::High);
     }
     if access == Access::Write
-        && let Some(code) = workspace_config(&resolved)
+        && let Some(code) = workspace_config(resolved)
     {
         add(code, Tier::High);
     }
-    if access == Access::Write && critical_write_target(&resolved, &workspace.home) {
+    if access == Access::Write && critical_write_target(resolved, &workspace.home) {
         add(ReasonCode::CriticalCommand, Tier::Critical);
     }
-    if credential_location(&resolved, &workspace.home) {
+    if credential_location(resolved, &workspace.home) {
         add(ReasonCode::CredentialPath, Tier::High);
     }
-    if access == Access::Write && persistence_location(&resolved, &workspace.home) {
+    if access == Access::Write && persistence_location(resolved, &workspace.home) {
         add(ReasonCode::PersistencePath, Tier::High);
     }
-    if access == Access::Write && agent_policy_location(&resolved, &workspace.home) {
+    if access == Access::Write && agent_policy_location(resolved, &workspace.home) {
         add(ReasonCode::AgentPolicyPath, Tier::High);
     }
-    if access == Access::Write && ci_config_location(&resolved) {
+    if access == Access::Write && ci_config_location(resolved) {
         add(ReasonCode::CiConfigPath, Tier::High);
     }
-    if system_location(&resolved) {
+    if system_location(resolved) {
         add(ReasonCode::SystemPath, Tier::High);
     }
-    if !workspace.contains(&resolved) {
+    if !workspace.contains(resolved) {
         let climbs = raw.split('/').any(|part| part == "..");
         let code = if workspace.roots.is_empty() {
             ReasonCode::NoWorkspace
@@ -474,11 +505,12 @@ fn credential_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    let lower = path.to_ascii_lowercase();
+    const CREDENTIAL_COMPONENTS: [&str; 8] =
+        [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets"];
     if SYSTEM_FILES.contains(&path)
-        || lower.split('/').any(|component| {
-            matches!(component, ".ssh" | ".aws" | ".gnupg" | ".kube" | ".docker" | ".azure" | "secrets" | ".secrets")
-        })
+        || path
+            .split('/')
+            .any(|component| CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential)))
     {
         return true;
     }
@@ -753,6 +785,40 @@ mod tests {
 
     fn codes(raw: &str, access: Access) -> Vec<ReasonCode> {
         judge(raw, access, Some("/workspace"), &workspace()).into_iter().map(|finding| finding.code).collect()
+    }
+
+    #[test]
+    fn a_call_workspace_is_the_one_built_from_scratch() {
+        let root_sets: [Vec<String>; 3] =
+            [vec![], vec!["/tmp/a".to_owned(), "/".to_owned()], vec!["/srv/x/./y/".to_owned(), "/home/dev".to_owned()]];
+        for roots in &root_sets {
+            let base = Workspace::new(None, false, roots, "/home/dev/");
+            for cwd in [None, Some("/workspace"), Some("/"), Some("/home/dev"), Some("/w//x/../y"), Some("/etc")] {
+                for use_cwd in [true, false] {
+                    assert_eq!(
+                        base.with_cwd(cwd, use_cwd),
+                        Workspace::new(cwd, use_cwd, roots, "/home/dev/"),
+                        "{cwd:?} {roots:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn normal_paths_take_the_short_way_and_others_are_normalised() {
+        for (path, normal) in [
+            ("/a/b", "/a/b"),
+            ("/", "/"),
+            ("/a/", "/a"),
+            ("/a/.", "/a"),
+            ("/a/..", "/"),
+            ("a/b", "/a/b"),
+            ("//a", "/a"),
+            ("/a/.b/..c", "/a/.b/..c"),
+        ] {
+            assert_eq!(normalize(path), normal, "{path}");
+        }
     }
 
     #[test]

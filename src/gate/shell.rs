@@ -565,6 +565,13 @@ impl Walker<'_> {
             self.too_many_commands();
             return;
         }
+        // Plain lines (the common case) get brush-parser's AST without its tokenizer and grammar.
+        if let Some(program) = super::plain::parse(source, MAX_PARTS) {
+            for list in &program.complete_commands {
+                self.walk_list(list, depth);
+            }
+            return;
+        }
         // Defence in depth: brush-parser 0.4 still unwraps inside its tokenizer (a panic on
         // `$(/<<  h …` found by `cargo fuzz run shell`); a panic is a parse error, not a crash.
         let tokenized = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
