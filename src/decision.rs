@@ -121,6 +121,9 @@ pub enum ReasonCode {
     /// A write to a CI pipeline definition (`.github/workflows/`, `.gitlab-ci.yml`, …): it runs
     /// with the repository's secrets, can deploy, and decides which checks run.
     CiConfigPath,
+    /// A write to a file that decides which files search and version-control tools skip
+    /// (`.gitignore`, `.ignore`, `.rgignore`): a `!.env` line makes them print secrets.
+    VisibilityConfig,
     /// The request had no usable workspace (`cwd` missing, or too broad such as `/` or `~`).
     NoWorkspace,
     /// An operator rule decided (or tightened) the call.
@@ -158,6 +161,7 @@ impl ReasonCode {
             ReasonCode::PersistencePath => "persistence_path",
             ReasonCode::AgentPolicyPath => "agent_policy_path",
             ReasonCode::CiConfigPath => "ci_config_path",
+            ReasonCode::VisibilityConfig => "visibility_config",
             ReasonCode::NoWorkspace => "no_workspace",
             ReasonCode::OperatorRule => "operator_rule",
             ReasonCode::HardDenyRule => "hard_deny_rule",

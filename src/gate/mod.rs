@@ -202,6 +202,7 @@ fn severity(code: ReasonCode) -> u8 {
         ReasonCode::CredentialPath => 80,
         ReasonCode::AgentPolicyPath => 78,
         ReasonCode::CiConfigPath => 77,
+        ReasonCode::VisibilityConfig => 75,
         ReasonCode::PersistencePath => 76,
         ReasonCode::SystemPath => 74,
         ReasonCode::PathEscape => 72,
@@ -233,6 +234,9 @@ fn detail_for(code: ReasonCode) -> &'static str {
         }
         ReasonCode::PersistencePath => "is a location that runs code later (shell start-up, cron, hooks)",
         ReasonCode::SystemPath => "is a system location",
+        ReasonCode::VisibilityConfig => {
+            "decides which files search and version-control tools skip (a `!name` line un-hides secrets)"
+        }
         ReasonCode::PathEscape => "climbs out of the workspace with `..`",
         ReasonCode::PathOutsideWorkspace => "is outside the workspace",
         ReasonCode::NoWorkspace => "cannot be placed: the request has no usable workspace (`cwd` missing or too broad)",
@@ -641,13 +645,16 @@ impl Gate {
                 if role == Role::Text || role == Role::Pattern {
                     return;
                 }
-                if !entry.metadata_only && !paths::glob_read_is_routine(value) {
+                // A `*` can spell any name the path rules protect (`config/*.toml` matches
+                // `secrets.toml`, `*/x` matches `secrets/x`), so no glob whose files are read is
+                // vouched for; programs that only print metadata (`ls`, `wc`, `du`) take globs.
+                if !entry.metadata_only {
                     unit.command_tier = unit.command_tier.max(Tier::High);
                     unit.command_code = ReasonCode::CredentialPath;
                     unit.add(
                         ReasonCode::CredentialPath,
                         value,
-                        "is a glob that could match dotfiles or credential files (only globs ending in a routine extension such as `*.rs` are vouched for)",
+                        "is a glob whose files are read: it may match a credential file such as `secrets.toml` (only `ls`, `wc`, `du` and `df` take globs)",
                         None,
                     );
                     return;
@@ -765,8 +772,8 @@ impl Gate {
             let operand = args[*word].as_str();
             let problem = if operand.starts_with(':') {
                 Some("is an index path or pathspec magic, which git matches its own way")
-            } else if operand.contains(['*', '?', '[']) && !paths::glob_read_is_routine(operand) {
-                Some("is a pathspec whose `*` also matches dotfiles and credential files")
+            } else if operand.contains(['*', '?', '[']) {
+                Some("is a pathspec glob, which may match credential files (git's `*` also matches dotfiles)")
             } else {
                 None
             };

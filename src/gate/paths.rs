@@ -288,8 +288,27 @@ fn comparable(path: &str) -> String {
 }
 
 /// File names that hold secrets wherever they are.
-const SENSITIVE_NAMES: [&str; 20] = [
+const SENSITIVE_NAMES: [&str; 35] = [
     ".env",
+    // Yarn's `npmAuthToken` and Composer's registry tokens.
+    ".yarnrc.yml",
+    "auth.json",
+    // Google: Firebase Admin's documented key name, `gcloud iam service-accounts keys create
+    // key.json`, the API quickstarts' refresh token, gcloud's application default credentials.
+    "serviceaccountkey.json",
+    "key.json",
+    "token.json",
+    "application_default_credentials.json",
+    // Cloud and registry CLIs' credential files, wherever a project keeps a copy.
+    "kubeconfig",
+    ".s3cfg",
+    ".boto",
+    "_netrc",
+    ".dockercfg",
+    ".terraformrc",
+    "rclone.conf",
+    ".databrickscfg",
+    "credentials.toml",
     "id_rsa",
     "id_dsa",
     "id_ecdsa",
@@ -330,33 +349,6 @@ pub fn is_sensitive_name(name: &str) -> bool {
         || SENSITIVE_NAMES.contains(&name.as_str())
         || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key))
         || SENSITIVE_EXTENSIONS.iter().any(|extension| name.ends_with(extension))
-}
-
-/// Extensions a glob's last component may end in for a read to be vouched for: source, docs and
-/// data formats that are not credential stores by name.
-const ROUTINE_EXTENSIONS: [&str; 40] = [
-    ".rs", ".md", ".txt", ".py", ".pyi", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".go", ".c", ".h", ".cc",
-    ".cpp", ".hpp", ".java", ".kt", ".rb", ".php", ".cs", ".swift", ".scala", ".sh", ".toml", ".lock", ".log", ".html",
-    ".css", ".scss", ".csv", ".tsv", ".xml", ".sql", ".proto", ".rst", ".snap", ".jsonl", ".svg",
-];
-
-/// Whether a glob read (`src/*.rs`) can only match routine files: no component with a wildcard
-/// may start with `.` (it would match dotfiles such as `.env`), and the last component must end
-/// in a literal routine extension that no credential file name fits (`config/*.json` could be
-/// `credentials.json`; `keys/*` could be anything).
-pub fn glob_read_is_routine(raw: &str) -> bool {
-    let lower = raw.to_ascii_lowercase();
-    let components: Vec<&str> = lower.split('/').collect();
-    let Some(last) = components.last() else { return false };
-    let wild = |component: &str| component.contains(['*', '?', '[']);
-    if components.iter().any(|component| wild(component) && component.starts_with('.')) {
-        return false;
-    }
-    let tail = last.rsplit(['*', '?', ']']).next().unwrap_or("");
-    if wild(last) && !ROUTINE_EXTENSIONS.iter().any(|extension| tail.ends_with(extension)) {
-        return false;
-    }
-    !SENSITIVE_NAMES.iter().any(|name| component_glob_matches(last, name)) && !glob_may_match_sensitive(raw)
 }
 
 /// Whether one path component's glob (`*`, `?`, `[…]` with `!`/`^` and ranges) matches `name`,
@@ -505,8 +497,10 @@ fn credential_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    const CREDENTIAL_COMPONENTS: [&str; 8] =
-        [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets"];
+    const CREDENTIAL_COMPONENTS: [&str; 9] =
+        [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets", ".git"];
+    // A repository's internals hold tokens (`http.<url>.extraheader` in `.git/config`, written
+    // by CI checkouts; `https://user:token@host` remotes), and a search of `.git` prints them.
     if SYSTEM_FILES.contains(&path)
         || path
             .split('/')
@@ -580,7 +574,9 @@ fn ci_config_location(path: &str) -> bool {
     let within = |first: &str, second: Option<&str>| {
         components.windows(2).any(|pair| pair[0] == first && second.is_none_or(|second| pair[1] == second))
     };
-    within(".github", Some("workflows"))
+    // Writing the directory itself (`mv draft .github`) creates whatever the draft holds.
+    matches!(components.last(), Some(&".github" | &".circleci" | &".buildkite"))
+        || within(".github", Some("workflows"))
         || within(".github", Some("actions"))
         || within(".circleci", None)
         || within(".buildkite", None)
@@ -648,6 +644,20 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".opencode", ReasonCode::AgentPolicyPath, "opencode agents and commands"),
     ("opencode.json", ReasonCode::AgentPolicyPath, "opencode configuration and MCP servers"),
     (".zed", ReasonCode::AgentPolicyPath, "Zed settings, tasks and context servers"),
+    (".helix", ReasonCode::PersistencePath, "Helix languages.toml (language-server commands run on open)"),
+    (".crush.json", ReasonCode::AgentPolicyPath, "Crush configuration and MCP servers (read before crush.json)"),
+    ("opencode.jsonc", ReasonCode::AgentPolicyPath, "opencode configuration and MCP servers"),
+    (".roorules", ReasonCode::AgentPolicyPath, "Roo Code rules"),
+    (".kilocodemodes", ReasonCode::AgentPolicyPath, "Kilo Code modes"),
+    (".continuerules", ReasonCode::AgentPolicyPath, "Continue rules"),
+    (".aiassistant", ReasonCode::AgentPolicyPath, "JetBrains AI Assistant rules"),
+    (".github/skills", ReasonCode::AgentPolicyPath, "GitHub Copilot agent skills"),
+    (".clineignore", ReasonCode::AgentPolicyPath, "Cline ignore list (what the agent may read)"),
+    (".rooignore", ReasonCode::AgentPolicyPath, "Roo Code ignore list"),
+    (".geminiignore", ReasonCode::AgentPolicyPath, "Gemini CLI ignore list"),
+    (".aiderignore", ReasonCode::AgentPolicyPath, "aider ignore list"),
+    (".vim", ReasonCode::PersistencePath, "Vim/coc.nvim workspace settings (language-server commands)"),
+    ("devenv.nix", ReasonCode::PersistencePath, "devenv shell hooks"),
     (".github/copilot-instructions.md", ReasonCode::AgentPolicyPath, "GitHub Copilot instructions"),
     (".github/instructions", ReasonCode::AgentPolicyPath, "GitHub Copilot instruction files"),
     (".github/prompts", ReasonCode::AgentPolicyPath, "GitHub Copilot prompt files"),
@@ -709,6 +719,12 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
         ReasonCode::PersistencePath,
         "a git repository marker: a directory with HEAD, objects and refs is a repository",
     ),
+    // Ignore files: ripgrep, fd and git skip what they list and hidden files, and a `!.env`
+    // line un-hides a secret for every later `rg`, `git add -A` or `git status`.
+    (".gitignore", ReasonCode::VisibilityConfig, "git, ripgrep and fd ignore rules"),
+    (".ignore", ReasonCode::VisibilityConfig, "ripgrep and fd ignore rules"),
+    (".rgignore", ReasonCode::VisibilityConfig, "ripgrep ignore rules"),
+    (".fdignore", ReasonCode::VisibilityConfig, "fd ignore rules"),
     (".gitmodules", ReasonCode::PersistencePath, "git submodules (fetch URLs, update commands)"),
     (".gitattributes", ReasonCode::PersistencePath, "git attributes (filter, diff and merge drivers)"),
     (".gitconfig", ReasonCode::PersistencePath, "git configuration"),
@@ -762,7 +778,12 @@ fn workspace_config(path: &str) -> Option<ReasonCode> {
     components.iter().find_map(|component| single.get(component).copied()).or_else(|| {
         others.iter().find_map(|(wanted, suffix, code)| match suffix {
             Some(suffix) => components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code),
-            None => components.windows(wanted.len()).any(|window| window == wanted.as_slice()).then_some(*code),
+            // A path ending in the first components of an entry (`.github` for
+            // `.github/prompts`) may be a directory moved or copied into place with the rest
+            // inside it (`mv draft .github`).
+            None => (components.windows(wanted.len()).any(|window| window == wanted.as_slice())
+                || (1..wanted.len()).any(|prefix| components.ends_with(&wanted[..prefix])))
+            .then_some(*code),
         })
     })
 }

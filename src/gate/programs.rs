@@ -364,6 +364,29 @@ fn git_stash_push_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) ->
     }
 }
 
+/// `git add .`, `git add dir/` and `-A` stage untracked files the gate never saw (an
+/// unignored `deploy_key.pem`), which `git diff --cached` then prints: only named files are
+/// vouched for, each judged as a read. A bare directory name is a known limit (README).
+fn git_add_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    for word in operand_words(parsed, args) {
+        let last = word.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+        if word.ends_with('/') || matches!(last, "" | "." | "..") {
+            return Err(format!("stages the whole directory `{word}`, untracked files included"));
+        }
+    }
+    Ok(())
+}
+
+/// Outside a repository `git diff A B` is `git diff --no-index A B`, which prints every file
+/// of two directories (`git diff src .` prints `.env`); a revision and a path cannot be told
+/// apart by their text, so exactly two operands are not vouched for.
+fn git_diff_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    match operand_words(parsed, args).count() {
+        2 => Err("names two operands, which outside a repository compares two directories".to_owned()),
+        _ => Ok(()),
+    }
+}
+
 fn git_remote_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     match operand_words(parsed, args).collect::<Vec<_>>().as_slice() {
         [] => Ok(()),
@@ -602,8 +625,15 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-v, --show-nonprinting",
         ],
         operands: "READ...",
-        matches: &["cat src/main.rs", "cat -n a.txt b.txt", "cat src/*.rs"],
-        not_matches: &["cat ~/.aws/credentials", "cat .env", "cat /proc/self/environ", "cat *.rs"],
+        matches: &["cat src/main.rs", "cat -n a.txt b.txt"],
+        not_matches: &[
+            "cat ~/.aws/credentials",
+            "cat .env",
+            "cat /proc/self/environ",
+            "cat *.rs",
+            "cat src/*.rs",
+            "cat config/*.toml",
+        ],
         ..entry("safe.cat", &["cat"])
     },
     SafeEntry {
@@ -831,11 +861,12 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "grep -n TODO src/lib.rs",
             "grep -c fn src/lib.rs",
             "grep -A10 '\\[dependencies\\]' Cargo.toml",
-            "grep -e a -e b src/*.rs",
+            "grep -e a -e b src/lib.rs src/main.rs",
         ],
         not_matches: &[
             "grep -r password ~/.aws",
             "grep x *",
+            "grep -e a -e b src/*.rs",
             "grep --pre=sh x y",
             "grep -r '' .",
             "grep -rn TODO src",
@@ -1233,8 +1264,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-x, --exclude=PATTERN",
             "-X, --exclude-from=READ",
             "-S, --starting-file=TEXT",
-            "--from-file=READ",
-            "--to-file=READ",
             "--no-dereference",
             "-d, --minimal",
             "--horizon-lines=NUM",
@@ -1247,8 +1276,16 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-l, --paginate",
         ],
         operands: "READ...",
-        matches: &["diff -u a.txt b.txt", "diff src/a.rs src/b.rs"],
-        not_matches: &["diff ~/.ssh/id_rsa x", "diff --to-file=/etc/shadow a", "diff -N src .", "diff -r a b"],
+        check: Some(diff_check),
+        matches: &["diff <(git show HEAD:Cargo.toml) Cargo.toml", "git show HEAD:a.rs | diff -u - a.rs"],
+        not_matches: &[
+            "diff ~/.ssh/id_rsa x",
+            "diff --to-file=/etc/shadow a",
+            "diff -N src .",
+            "diff -r a b",
+            "diff apps/web .",
+            "diff src/a.rs src/b.rs",
+        ],
         ..entry("safe.diff", &["diff", "colordiff"])
     },
     SafeEntry {
@@ -1678,7 +1715,15 @@ fn no_response_files(_parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> R
 
 /// ripgrep: `--glob` overrides its ignore rules, so a glob that can name a dotfile or a
 /// credential file (`-g '.env*'`) is refused.
-fn rg_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
+fn rg_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    // rg skips hidden files only while walking: a hidden directory named on the command line
+    // (`rg token .git`) is searched, and its files printed.
+    for (word, role) in &parsed.operands {
+        let path = args[*word].as_str();
+        if *role == Role::Read && path.split('/').any(|part| part.starts_with('.') && part != "." && part != "..") {
+            return Err(format!("searches the hidden path `{path}`, whose files rg would print"));
+        }
+    }
     let globs = values(parsed, grammar, "glob").chain(values(parsed, grammar, "iglob"));
     for glob in globs {
         let pattern = glob.trim_start_matches('!');
@@ -1691,6 +1736,22 @@ fn rg_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// diff of two directories compares every file name they share, hidden ones included (`diff
+/// apps/web .` prints both `.env` files), and a path's text does not say whether it is a
+/// directory. So one side must be a stream: `-` or a pipe (`<(…)` is `/dev/fd/N`).
+fn diff_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let is_stream = |word: &str| {
+        word == "-"
+            || word == "/dev/null"
+            || word.strip_prefix("/dev/fd/").is_some_and(|fd| !fd.is_empty() && fd.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if operand_words(parsed, args).any(is_stream) {
+        Ok(())
+    } else {
+        Err("compares two paths, either of which may be a directory whose files (`.env`) it would print".to_owned())
+    }
 }
 
 /// date: only a display format (`+…`) as the operand; `MMDDhhmm` sets the clock.
@@ -1751,7 +1812,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
         },
     },
     GitSubcommand {
-        names: &["log", "show", "diff", "whatchanged", "shortlog", "diff-tree", "rev-list"],
+        names: &["log", "show", "whatchanged", "shortlog", "diff-tree", "rev-list"],
         entry: SafeEntry {
             style: Style::GnuExact,
             options: GIT_LOG_OPTIONS,
@@ -1760,18 +1821,36 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             matches: &[
                 "git log --oneline -20",
                 "git log -p -3 -- src/gate.rs",
-                "git diff --stat HEAD~3",
+                "git show --stat HEAD~3",
                 "git show HEAD~1:src/lib.rs",
-                "git diff main...HEAD --name-only",
                 "git log --graph --oneline --all",
             ],
-            not_matches: &[
-                "git log --output=/tmp/x",
-                "git diff --ext-diff",
-                "git show --textconv HEAD",
-                "git diff --no-index ~/.ssh/id_rsa x",
-            ],
+            not_matches: &["git log --output=/tmp/x", "git show --textconv HEAD"],
             ..entry("safe.git-log", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["diff"],
+        entry: SafeEntry {
+            style: Style::GnuExact,
+            options: GIT_LOG_OPTIONS,
+            operands: "READ...",
+            numeric_option: true,
+            check: Some(git_diff_check),
+            matches: &[
+                "git diff",
+                "git diff --stat HEAD~3",
+                "git diff main...HEAD --name-only",
+                "git diff HEAD -- src/a.rs src/b.rs",
+            ],
+            not_matches: &[
+                "git diff --ext-diff",
+                "git diff --no-index ~/.ssh/id_rsa x",
+                "git diff src .",
+                "git diff -- src .",
+                "git diff --output=x",
+            ],
+            ..entry("safe.git-diff", &["git"])
         },
     },
     GitSubcommand {
@@ -1880,7 +1959,8 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "-v",
                 "-f",
             ],
-            operands: "READ...",
+            // It prints names, never contents: its pathspecs are patterns, globs included.
+            operands: "PATTERN...",
             matches: &["git ls-files", "git ls-files '*.rs'"],
             not_matches: &["git ls-files --with-tree=x --bogus"],
             ..entry("safe.git-ls-files", &["git"])
@@ -2204,7 +2284,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "-v, --verbose",
                 "-n, --dry-run",
                 "-u, --update",
-                "-A, --all, --no-ignore-removal",
                 "--no-all, --ignore-removal",
                 "-N, --intent-to-add",
                 "--refresh",
@@ -2214,8 +2293,17 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "--sparse",
             ],
             operands: "READ...",
-            matches: &["git add src/lib.rs", "git add -A"],
-            not_matches: &["git add -f target", "git add --chmod=+x x", "git add -p"],
+            check: Some(git_add_check),
+            matches: &["git add src/lib.rs", "git add -u", "git add src/a.rs tests/b.rs"],
+            not_matches: &[
+                "git add -f target",
+                "git add --chmod=+x x",
+                "git add -p",
+                "git add -A",
+                "git add .",
+                "git add src/",
+                "git add --all",
+            ],
             ..entry("write.git-add", &["git"])
         },
     },
@@ -2264,18 +2352,11 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
         names: &["stash"],
         entry: SafeEntry {
             tier: Tier::Medium,
-            options: &[
-                "-m, --message=TEXT",
-                "-u, --include-untracked",
-                "-k, --keep-index",
-                "--no-keep-index",
-                "-q, --quiet",
-                "-S, --staged",
-            ],
+            options: &["-m, --message=TEXT", "-k, --keep-index", "--no-keep-index", "-q, --quiet", "-S, --staged"],
             operands: "TEXT...",
             check: Some(git_stash_push_check),
             matches: &["git stash", "git stash push -m wip"],
-            not_matches: &["git stash clear", "git stash -a"],
+            not_matches: &["git stash clear", "git stash -a", "git stash -u", "git stash push --include-untracked"],
             ..entry("write.git-stash", &["git"])
         },
     },

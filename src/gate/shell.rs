@@ -122,7 +122,9 @@ const WRAPPERS: &[Wrapper] = &[
         assignments: false,
     },
     Wrapper { names: &["command"], options: &["-p"], leading_operands: 0, assignments: false },
-    Wrapper { names: &["exec"], options: &["-a TEXT", "-c", "-l"], leading_operands: 0, assignments: false },
+    // `-a NAME` and `-l` change argv[0], on which multi-call programs dispatch (`exec -a
+    // git-clean git ls-files` runs `git clean`): left out, so they make the part opaque.
+    Wrapper { names: &["exec"], options: &["-c"], leading_operands: 0, assignments: false },
     Wrapper {
         names: &["nohup", "builtin", "chronic", "unbuffer", "caffeinate"],
         options: &[],
@@ -175,6 +177,9 @@ pub struct CommandPart {
     /// Reads a here-document or here-string whose text is only known at run time (an unquoted
     /// delimiter with `$VAR` in the body prints the environment).
     pub dynamic_stdin: bool,
+    /// Standard input is redirected (`< file`, `<<EOF`, `0<&3`): a pipe into the part does
+    /// not reach it, and a shell reading its script from stdin reads that instead.
+    pub stdin_redirected: bool,
     /// The program name is only known at run time (`$CMD`, `$(…)`).
     pub dynamic_program: bool,
     /// Arguments come from elsewhere at run time (`xargs`, `$VAR`).
@@ -287,6 +292,51 @@ const INTERPRETERS: [&str; 9] = ["python", "python3", "python2", "perl", "ruby",
 
 fn is_shell(program: &str) -> bool {
     SHELLS.contains(&program)
+}
+
+/// How far the gate can read a script for `program`. Only bash's grammar is modelled in full;
+/// the other POSIX shells share it on plain lines ([`super::plain`]: words, `&&`, `||`, `;`,
+/// `|`, simple redirections) and differ beyond (dash has no `[[`, zsh expands `=cmd` and ties
+/// `path` to `PATH`). fish quotes differently everywhere (`\'` inside `'…'`), so nothing of it
+/// is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Bash,
+    PlainOnly,
+    Unread,
+}
+
+fn dialect(program: &str) -> Dialect {
+    match program {
+        "bash" => Dialect::Bash,
+        "fish" => Dialect::Unread,
+        _ => Dialect::PlainOnly,
+    }
+}
+
+/// The options a shell may get before its script: `-e`, `-u`, `-x`, `-v`, `-f`, `-n`, `-s`,
+/// `-l` (and `-c`), clustered or not, and bash's `--norc`, `--noprofile`, `--posix`. `-l` runs
+/// the person's own start-up files, which nothing the gate allows can write (Codex runs every
+/// command as `bash -lc`). Anything else (`-k` turns later `NAME=value` words into
+/// environment, `-i` and `--rcfile` run other start-up files, `-O`/`-o` set options) makes the
+/// shell opaque.
+fn shell_option_is_declared(arg: &str) -> bool {
+    matches!(arg, "--norc" | "--noprofile" | "--posix")
+        || (arg.len() >= 2
+            && arg.starts_with('-')
+            && !arg.starts_with("--")
+            && arg[1..].chars().all(|c| matches!(c, 'c' | 'e' | 'u' | 'x' | 'v' | 'f' | 'n' | 's' | 'l')))
+}
+
+/// `{NAME}` (or `{NAME[i]}`) just before a redirection makes bash open a descriptor and store
+/// its number in NAME: an assignment, to any variable (`{PATH}</dev/null`).
+fn is_descriptor_variable(word: &str) -> bool {
+    word.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')).is_some_and(|name| {
+        let name = name.split_once('[').map_or(name, |(name, _)| name);
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 fn reads_code_from_stdin(part: &CommandPart) -> bool {
@@ -433,6 +483,15 @@ impl Expanded {
     fn unknown(text: &str) -> Self {
         Expanded { text: text.to_owned(), dynamic: true, ..Expanded::default() }
     }
+}
+
+/// What a redirection does to standard input.
+enum Stdin {
+    Unchanged,
+    /// A here-document or here-string on descriptor 0.
+    Text(String),
+    /// A file or another descriptor.
+    Elsewhere,
 }
 
 /// What the pipeline around a command feeds it.
@@ -829,7 +888,9 @@ impl Walker<'_> {
             ast::CompoundCommand::ForClause(clause) => {
                 let name = clause.variable_name.as_str();
                 let environment_like = name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-                if environment_like && !HARMLESS_VARIABLES.contains(&name) {
+                // zsh ties lowercase arrays to the search paths: `for path in d` sets PATH.
+                let zsh_tied = matches!(name, "path" | "fpath" | "cdpath" | "manpath" | "mailpath" | "module_path");
+                if (environment_like || zsh_tied) && !HARMLESS_VARIABLES.contains(&name) {
                     // `for HOME in …`, `for PATH in …` change what later commands run.
                     self.finding(
                         ReasonCode::EnvironmentOverride,
@@ -898,6 +959,19 @@ impl Walker<'_> {
         self.functions.push(name.clone());
         let first_part = self.analysis.parts.len();
         let cds = self.cd_count;
+        // `f() { …; } > FILE`: the redirections apply at every call, from wherever the line
+        // then is; they are judged as a part of their own from an unknown directory.
+        if let Some(redirects) = &function.body.1 {
+            self.scoped(|walker| {
+                walker.cwd = None;
+                walker.other_cwds.clear();
+                let mut part = CommandPart::default();
+                for redirect in &redirects.0 {
+                    walker.walk_redirect(redirect, &mut part, depth);
+                }
+                walker.analysis.parts.push(part);
+            });
+        }
         // The body runs when the function is called, from wherever the line is then: its
         // directory is unknown.
         self.scoped(|walker| {
@@ -996,6 +1070,11 @@ impl Walker<'_> {
     }
 
     fn expand_one(&mut self, word: &str, depth: usize) -> Expanded {
+        // zsh, the login shell of many hosts, expands an unquoted `=cmd` to the program's
+        // path (`tee =cargo` overwrites the cargo binary); bash keeps it literal.
+        if word.len() > 1 && word.starts_with('=') {
+            return Expanded::unknown(word);
+        }
         // Plain words (the common case) need no parse.
         if !word.chars().any(|c| matches!(c, '$' | '`' | '\'' | '"' | '\\' | '~' | '{')) {
             let (glob, glob_leading) = glob_in_text(word, true);
@@ -1167,9 +1246,16 @@ impl Walker<'_> {
         }
     }
 
-    fn walk_redirect(&mut self, redirect: &ast::IoRedirect, part: &mut CommandPart, depth: usize) -> Option<String> {
+    fn walk_redirect(&mut self, redirect: &ast::IoRedirect, part: &mut CommandPart, depth: usize) -> Stdin {
         match redirect {
-            ast::IoRedirect::File(_, kind, target) => {
+            ast::IoRedirect::File(fd, kind, target) => {
+                let default_fd = match kind {
+                    ast::IoFileRedirectKind::Read
+                    | ast::IoFileRedirectKind::DuplicateInput
+                    | ast::IoFileRedirectKind::ReadAndWrite => 0,
+                    _ => 1,
+                };
+                let stdin = if fd.unwrap_or(default_fd) == 0 { Stdin::Elsewhere } else { Stdin::Unchanged };
                 let access = match kind {
                     ast::IoFileRedirectKind::Read => Access::Read,
                     ast::IoFileRedirectKind::Write
@@ -1200,27 +1286,29 @@ impl Walker<'_> {
                     }
                     ast::IoFileRedirectTarget::Fd(_) => {}
                 }
-                None
+                stdin
             }
             ast::IoRedirect::OutputAndError(word, _append) => {
                 let target = self.redirect_target(&word.value, depth);
                 part.redirects.push((target, Access::Write));
-                None
+                Stdin::Unchanged
             }
-            ast::IoRedirect::HereDocument(_, heredoc) => {
+            ast::IoRedirect::HereDocument(fd, heredoc) => {
                 // An unquoted delimiter expands `$VAR` and `$(…)` inside the body when it runs:
                 // the text is then only known at run time, and may print secrets.
                 if heredoc.requires_expansion && self.expand_heredoc(&heredoc.doc.value, depth) {
                     part.dynamic_stdin = true;
                 }
-                Some(heredoc.doc.value.clone())
+                // Text for another descriptor (`3<<EOF`) is not what a shell reads as its script.
+                if fd.unwrap_or(0) == 0 { Stdin::Text(heredoc.doc.value.clone()) } else { Stdin::Unchanged }
             }
-            ast::IoRedirect::HereString(_, word) => {
+            ast::IoRedirect::HereString(fd, word) => {
                 let mut words = self.expand(&word.value, depth);
                 if words.len() != 1 || words.iter().any(|word| word.dynamic) {
                     part.dynamic_stdin = true;
                 }
-                Some(words.pop().map(|word| word.text).unwrap_or_default())
+                let text = words.pop().map(|word| word.text).unwrap_or_default();
+                if fd.unwrap_or(0) == 0 { Stdin::Text(text) } else { Stdin::Unchanged }
             }
         }
     }
@@ -1285,11 +1373,33 @@ impl Walker<'_> {
             .chain(simple.word_or_name.iter().map(|_| (&NAME_MARKER, false)))
             .chain(simple.suffix.iter().flat_map(|suffix| suffix.0.iter()).map(|item| (item, false)));
 
+        let mut descriptor_variable_before = false;
         for (item, in_prefix) in items {
+            let previous_was_descriptor_variable = std::mem::take(&mut descriptor_variable_before);
             match item {
                 ast::CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
-                    if let Some(text) = self.walk_redirect(redirect, &mut part, depth) {
-                        stdin_text = Some(text);
+                    if previous_was_descriptor_variable {
+                        // `{PATH}</dev/null` assigns PATH the descriptor's number.
+                        part.environment_override = true;
+                        part.opaque = true;
+                        self.finding(
+                            ReasonCode::EnvironmentOverride,
+                            Tier::High,
+                            None,
+                            "a `{NAME}` word before a redirection assigns the variable NAME".to_owned(),
+                        );
+                    }
+                    // Redirections apply in order: the last one on descriptor 0 is stdin.
+                    match self.walk_redirect(redirect, &mut part, depth) {
+                        Stdin::Unchanged => {}
+                        Stdin::Text(text) => {
+                            stdin_text = Some(text);
+                            part.stdin_redirected = true;
+                        }
+                        Stdin::Elsewhere => {
+                            stdin_text = None;
+                            part.stdin_redirected = true;
+                        }
                     }
                 }
                 ast::CommandPrefixOrSuffixItem::Word(word) => {
@@ -1298,6 +1408,7 @@ impl Walker<'_> {
                     } else {
                         word.value.as_str()
                     };
+                    descriptor_variable_before = is_descriptor_variable(word);
                     for expanded in self.expand(word, depth) {
                         substituted_fetch |= expanded.fetched;
                         part.push_word(expanded);
@@ -1336,8 +1447,11 @@ impl Walker<'_> {
         }
 
         part.refresh_name();
+        // bash looks the first word up as a function before anything else: a function named
+        // `nohup` or `env` is not the wrapper of that name, whatever the words after it.
+        let shadowed = part.argv.first().is_some_and(|first| self.functions.iter().any(|function| function == first));
         self.unwrap_wrappers(&mut part);
-        if self.functions.iter().any(|function| function == part.program()) {
+        if shadowed || self.functions.iter().any(|function| function == part.program()) {
             // A function defined earlier in the line shadows the program of that name.
             part.dynamic_program = true;
         }
@@ -1502,7 +1616,8 @@ impl Walker<'_> {
         }
         match program {
             "eval" => {
-                if part.dynamic_args {
+                // bash expands globs before `eval` parses the words: a file name becomes code.
+                if part.dynamic_args || part.arg_flags().iter().any(|flags| flags.glob) {
                     self.finding(
                         ReasonCode::OpaqueExecution,
                         Tier::High,
@@ -1545,12 +1660,23 @@ impl Walker<'_> {
     fn follow_shell(&mut self, part: &CommandPart, input: PipeInput, stdin_text: Option<&str>, depth: usize) -> bool {
         let program = part.program();
         let args = part.args();
-        // `--rcfile`, `--init-file`, `-i`, `-O` and friends run or configure code first.
+        if input.from_network && !args.iter().any(|arg| is_dash_c(arg)) {
+            self.finding(
+                ReasonCode::CriticalCommand,
+                Tier::Critical,
+                Some("download-and-execute"),
+                format!("`{program}` runs a script piped from the network"),
+            );
+            return false;
+        }
+        // Options are an allowlist: `-k`, `-i`, `-l`, `-O`, `--rcfile` and friends run or
+        // configure code first, or change what the script's words mean.
         let options = args.iter().position(|arg| is_dash_c(arg)).map_or(args.len(), |position| position + 1);
-        if args[..options].iter().take_while(|arg| arg.starts_with('-') && *arg != "--").any(|arg| {
-            (arg.starts_with("--") && !matches!(arg.as_str(), "--norc" | "--noprofile" | "--posix" | "--"))
-                || (arg.starts_with('-') && !arg.starts_with("--") && arg.contains(['i', 'O', 'o']))
-        }) {
+        if args[..options]
+            .iter()
+            .take_while(|arg| arg.starts_with(['-', '+']) && *arg != "--")
+            .any(|arg| !shell_option_is_declared(arg))
+        {
             self.finding(
                 ReasonCode::OpaqueExecution,
                 Tier::High,
@@ -1563,8 +1689,7 @@ impl Walker<'_> {
             return match args.get(position + 1) {
                 Some(script) if !part.dynamic_args => {
                     let script = script.clone();
-                    self.scoped(|walker| walker.walk_source(&script, depth + 1));
-                    true
+                    self.follow_shell_text(program, &script, depth)
                 }
                 _ => {
                     self.finding(
@@ -1591,9 +1716,8 @@ impl Walker<'_> {
             false
         } else if let Some(text) = stdin_text {
             let text = text.to_owned();
-            self.scoped(|walker| walker.walk_source(&text, depth + 1));
-            true
-        } else if input.from_pipe || part.dynamic_args {
+            self.follow_shell_text(program, &text, depth)
+        } else if input.from_pipe || part.dynamic_args || part.stdin_redirected {
             self.finding(
                 ReasonCode::OpaqueExecution,
                 Tier::High,
@@ -1613,6 +1737,28 @@ impl Walker<'_> {
         }
     }
 
+    /// Walks a script a shell runs in a subshell, when the gate reads that shell's grammar.
+    /// A script the gate cannot read in the shell's own grammar is still walked as bash, since
+    /// what that finds can only add strictness (`rm -rf ~` stays a hard deny), but the part is
+    /// never vouched for.
+    fn follow_shell_text(&mut self, program: &str, script: &str, depth: usize) -> bool {
+        let readable = match dialect(program) {
+            Dialect::Bash => true,
+            Dialect::PlainOnly => super::plain::parse(script, MAX_PARTS).is_some(),
+            Dialect::Unread => false,
+        };
+        self.scoped(|walker| walker.walk_source(script, depth + 1));
+        if !readable {
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                format!("`{program}` is not bash, and its script goes beyond what every POSIX shell reads alike"),
+            );
+        }
+        readable
+    }
+
     fn follow_script(&mut self, program: &str, script: &str, cwd: &Option<String>, depth: usize) -> bool {
         let payload =
             paths::resolve(script, cwd.as_deref(), self.home).and_then(|resolved| self.written.get(&resolved).cloned());
@@ -1620,7 +1766,11 @@ impl Walker<'_> {
             Some(payload) => {
                 // Judged by the payload, and never vouched for: other writes in the line (`tee
                 // -a`, `cp`) may change the file before it runs.
-                self.walk_source(&payload, depth + 1);
+                if is_shell(program) {
+                    self.follow_shell_text(program, &payload, depth);
+                } else {
+                    self.walk_source(&payload, depth + 1);
+                }
                 false
             }
             None => {
@@ -1732,8 +1882,12 @@ fn glob_in_text(text: &str, at_start: bool) -> (bool, bool) {
     // Any unquoted `[` may open a class (its `]` can come later in the word); `[` alone is
     // the `test` command.
     let bracket_class = text.contains('[') && text != "[";
-    let glob = text.contains(['*', '?']) || bracket_class;
-    let leading = glob && at_start && text.starts_with(['*', '?', '[']);
+    // zsh with `extendedglob` (many users' `.zshrc`; Claude Code runs the user's shell with
+    // its options): `x#` repeats x (`.en#v` matches `.env`) and a leading `^` negates
+    // (`^README.md` matches every other file). A `^` inside a word (`HEAD^`) stays a revision.
+    let zsh_negation = (at_start && text.starts_with('^')) || text.contains("/^");
+    let glob = text.contains(['*', '?', '#']) || bracket_class || zsh_negation;
+    let leading = glob && at_start && text.starts_with(['*', '?', '[', '^']);
     (glob, leading)
 }
 
