@@ -267,6 +267,10 @@ pub struct ArgumentSpec {
     /// A field holding an `apply_patch` patch whose file headers name the paths written.
     #[serde(default)]
     pub patch: Option<String>,
+    /// Fields holding ripgrep include globs (Claude Code's Grep `glob`): a file one matches is
+    /// searched even when hidden or ignored (`.env`, a gitignored `secrets.ts`).
+    #[serde(default)]
+    pub search_globs: Vec<String>,
 }
 
 impl ArgumentSpec {

@@ -929,6 +929,40 @@ impl Gate {
                 self.judge_path(&mut unit, fixed, Access::Read, base.as_deref(), workspace);
             }
         }
+        // A ripgrep-backed search (Claude Code's Grep): an include glob overrides hidden and
+        // ignore rules (`glob: ".env"` prints it), and rg searches a hidden directory it is
+        // pointed at; neither is vouched for.
+        if !arguments.search_globs.is_empty() {
+            for field in &arguments.search_globs {
+                match call.input.get(field.as_str()) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(glob)) if glob.starts_with('!') => {}
+                    Some(Value::String(glob)) => {
+                        unit.path_tier = unit.path_tier.max(Tier::High);
+                        unit.add(
+                            ReasonCode::CredentialPath,
+                            glob.clone(),
+                            "is a ripgrep include glob: the files it matches are searched even when hidden or gitignored",
+                            None,
+                        );
+                    }
+                    Some(_) => unit.malformed(field, format!("`{field}` must be a glob string")),
+                }
+            }
+            for field in &arguments.read_paths {
+                if let Some(Value::String(path)) = call.input.get(field.as_str())
+                    && path.split('/').any(|part| part.starts_with('.') && part != "." && part != "..")
+                {
+                    unit.path_tier = unit.path_tier.max(Tier::High);
+                    unit.add(
+                        ReasonCode::CredentialPath,
+                        path.clone(),
+                        "is a hidden path: ripgrep searches the hidden files of a directory it is pointed at",
+                        None,
+                    );
+                }
+            }
+        }
         if let Some(field) = &arguments.patch {
             // Codex's `apply_patch` sends the patch as `input` or, from its shell handler, as
             // `command`; both are read (a string in each is judged, strictest wins).

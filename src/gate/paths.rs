@@ -329,8 +329,8 @@ const SENSITIVE_NAMES: [&str; 35] = [
     ".zsh_history",
     ".python_history",
 ];
-const SENSITIVE_EXTENSIONS: [&str; 9] =
-    [".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".kdbx", ".tfstate", ".env"];
+const SENSITIVE_EXTENSIONS: [&str; 10] =
+    [".pem", ".key", ".p12", ".p8", ".pfx", ".keystore", ".jks", ".kdbx", ".tfstate", ".env"];
 
 /// A bare file name (or the last component of a path) that holds secrets: `.env`, `.env.local`
 /// (not `.env.example`), SSH private keys, `.netrc`, `*.pem`, `*.key`…
@@ -347,6 +347,8 @@ pub fn is_sensitive_name(name: &str) -> bool {
         || name == ".dev.vars"
         || name.ends_with(".tfvars")
         || SENSITIVE_NAMES.contains(&name.as_str())
+        // `credentials.csv` (the AWS console's key download), `credentials.yml.enc`…
+        || name.starts_with("credentials")
         || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key))
         || SENSITIVE_EXTENSIONS.iter().any(|extension| name.ends_with(extension))
 }
@@ -501,10 +503,13 @@ fn credential_location(path: &str, home: &str) -> bool {
         [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets", ".git"];
     // A repository's internals hold tokens (`http.<url>.extraheader` in `.git/config`, written
     // by CI checkouts; `https://user:token@host` remotes), and a search of `.git` prints them.
+    // `.git/HEAD` names the checked-out branch and nothing else.
+    let git_head = path.ends_with("/.git/HEAD");
     if SYSTEM_FILES.contains(&path)
-        || path
-            .split('/')
-            .any(|component| CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential)))
+        || (!git_head
+            && path.split('/').any(|component| {
+                CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential))
+            }))
     {
         return true;
     }
@@ -685,11 +690,11 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".mvn", ReasonCode::PersistencePath, "Maven JVM and wrapper configuration"),
     ("devbox.json", ReasonCode::PersistencePath, "Devbox init hooks"),
     ("bunfig.toml", ReasonCode::PersistencePath, "Bun preload scripts"),
-    (".lintstagedrc", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
-    (".lintstagedrc.json", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
-    (".lintstagedrc.js", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
-    (".lintstagedrc.yaml", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
-    ("lint-staged.config.js", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
+    // Families by prefix (`name*`): every extension and `-local` variant the tools look for.
+    (".lintstagedrc*", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
+    ("lint-staged.config*", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
+    ("lefthook*", ReasonCode::PersistencePath, "lefthook hooks (lefthook.yml, lefthook-local.yml, .toml, .json)"),
+    (".lefthook*", ReasonCode::PersistencePath, "lefthook hooks"),
     (".simple-git-hooks.json", ReasonCode::PersistencePath, "git hooks"),
     (".flox", ReasonCode::PersistencePath, "Flox environment hooks"),
     ("flake.nix", ReasonCode::PersistencePath, "Nix dev shell hooks (direnv)"),
@@ -732,9 +737,6 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".hg", ReasonCode::PersistencePath, "Mercurial repository and hooks"),
     (".husky", ReasonCode::PersistencePath, "husky git hooks"),
     (".pre-commit-config.yaml", ReasonCode::PersistencePath, "pre-commit hooks"),
-    ("lefthook.yml", ReasonCode::PersistencePath, "lefthook hooks"),
-    (".lefthook.yml", ReasonCode::PersistencePath, "lefthook hooks"),
-    ("lefthook.yaml", ReasonCode::PersistencePath, "lefthook hooks"),
     (".cargo", ReasonCode::PersistencePath, "Cargo configuration (rustc wrappers, runners)"),
     ("rust-toolchain", ReasonCode::PersistencePath, "rustup toolchain selection"),
     ("rust-toolchain.toml", ReasonCode::PersistencePath, "rustup toolchain selection"),
@@ -750,42 +752,63 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".profile", ReasonCode::PersistencePath, "shell start-up"),
     (".zshrc", ReasonCode::PersistencePath, "shell start-up"),
     (".zshenv", ReasonCode::PersistencePath, "shell start-up"),
+    (".bash_login", ReasonCode::PersistencePath, "shell start-up"),
+    (".bash_logout", ReasonCode::PersistencePath, "shell start-up"),
+    (".zprofile", ReasonCode::PersistencePath, "shell start-up"),
+    (".zlogin", ReasonCode::PersistencePath, "shell start-up"),
+    (".zlogout", ReasonCode::PersistencePath, "shell start-up"),
+    (".jq", ReasonCode::PersistencePath, "jq definitions loaded from $HOME on every run"),
 ];
 
 /// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
 fn workspace_config(path: &str) -> Option<ReasonCode> {
-    /// The table indexed once: one-component names by name, the rest (`.github/prompts`,
-    /// `*.code-workspace`) in a short list.
-    type Index = (HashMap<&'static str, ReasonCode>, Vec<(Vec<&'static str>, Option<&'static str>, ReasonCode)>);
+    /// The table indexed once: one-component names by name, families by prefix
+    /// (`lefthook*`), and the rest (`.github/prompts`, `*.code-workspace`) in a short list.
+    struct Index {
+        single: HashMap<&'static str, ReasonCode>,
+        prefixes: Vec<(&'static str, ReasonCode)>,
+        others: Vec<(Vec<&'static str>, Option<&'static str>, ReasonCode)>,
+    }
     static INDEX: LazyLock<Index> = LazyLock::new(|| {
-        let mut single = HashMap::new();
-        let mut others = Vec::new();
+        let mut index = Index { single: HashMap::new(), prefixes: Vec::new(), others: Vec::new() };
         for (name, code, _) in WORKSPACE_CONFIG {
+            if let Some(prefix) = name.strip_suffix('*') {
+                index.prefixes.push((prefix, *code));
+                continue;
+            }
             match name.strip_prefix('*') {
-                Some(suffix) => others.push((Vec::new(), Some(suffix), *code)),
+                Some(suffix) => index.others.push((Vec::new(), Some(suffix), *code)),
                 None if !name.contains('/') => {
-                    single.entry(*name).or_insert(*code);
+                    index.single.entry(*name).or_insert(*code);
                 }
-                None => others.push((name.split('/').collect(), None, *code)),
+                None => index.others.push((name.split('/').collect(), None, *code)),
             }
         }
-        (single, others)
+        index
     });
-    let (single, others) = &*INDEX;
+    let index = &*INDEX;
     let lower = comparable(path);
     let components: Vec<&str> = lower.split('/').collect();
-    // The first entry in table order wins, as before: others are few and checked after.
-    components.iter().find_map(|component| single.get(component).copied()).or_else(|| {
-        others.iter().find_map(|(wanted, suffix, code)| match suffix {
-            Some(suffix) => components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code),
-            // A path ending in the first components of an entry (`.github` for
-            // `.github/prompts`) may be a directory moved or copied into place with the rest
-            // inside it (`mv draft .github`).
-            None => (components.windows(wanted.len()).any(|window| window == wanted.as_slice())
-                || (1..wanted.len()).any(|prefix| components.ends_with(&wanted[..prefix])))
-            .then_some(*code),
+    // The first entry in table order wins, as before: the others are few and checked after.
+    components
+        .iter()
+        .find_map(|component| index.single.get(component).copied())
+        .or_else(|| {
+            index.prefixes.iter().find_map(|(prefix, code)| {
+                components.iter().any(|component| component.starts_with(prefix)).then_some(*code)
+            })
         })
-    })
+        .or_else(|| {
+            index.others.iter().find_map(|(wanted, suffix, code)| match suffix {
+                Some(suffix) => components.last().is_some_and(|last| last.ends_with(suffix)).then_some(*code),
+                // A path ending in the first components of an entry (`.github` for
+                // `.github/prompts`) may be a directory moved or copied into place with the
+                // rest inside it (`mv draft .github`).
+                None => (components.windows(wanted.len()).any(|window| window == wanted.as_slice())
+                    || (1..wanted.len()).any(|prefix| components.ends_with(&wanted[..prefix])))
+                .then_some(*code),
+            })
+        })
 }
 
 fn system_location(path: &str) -> bool {

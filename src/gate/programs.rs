@@ -179,6 +179,16 @@ fn sed_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), 
     }
 }
 
+fn sed_in_place_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    if !parsed.has(grammar, "in-place") {
+        return Err("does not edit in place".to_owned());
+    }
+    if let Some(suffix) = values(parsed, grammar, "in-place").next() {
+        return Err(format!("keeps a backup with the suffix `{suffix}`, a file name the gate does not judge"));
+    }
+    sed_check(parsed, grammar, args)
+}
+
 pub fn sed_script_is_safe(script: &str) -> bool {
     script.split(['\n', ';']).all(|command| sed_command_is_safe(command.trim()))
 }
@@ -377,12 +387,17 @@ fn git_add_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result
     Ok(())
 }
 
-/// Outside a repository `git diff A B` is `git diff --no-index A B`, which prints every file
-/// of two directories (`git diff src .` prints `.env`); a revision and a path cannot be told
-/// apart by their text, so exactly two operands are not vouched for.
+/// Outside a repository `git diff A B` (with or without `--`) is `git diff --no-index A B`,
+/// which prints every file of two directories (`git diff src .` prints `.env`); a revision
+/// and a path cannot be told apart by their text, so exactly two operands are not vouched for,
+/// unless one is `HEAD`: a file of that name is never written through the gate, so outside a
+/// repository git stops there.
 fn git_diff_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
-    match operand_words(parsed, args).count() {
-        2 => Err("names two operands, which outside a repository compares two directories".to_owned()),
+    let operands: Vec<&str> = operand_words(parsed, args).collect();
+    match operands.as_slice() {
+        [first, second] if *first != "HEAD" && *second != "HEAD" => {
+            Err("names two operands, which outside a repository compares two directories".to_owned())
+        }
         _ => Ok(()),
     }
 }
@@ -951,8 +966,14 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     SafeEntry {
         style: Style::Posix,
         operands: "TEXT...",
-        matches: &["printf '%s\\n' done"],
-        not_matches: &["printf -v PATH %s /tmp/evil", "printf x > ~/.profile"],
+        check: Some(printf_check),
+        matches: &["printf '%s\\n' done", "printf '%d items\\n' 42", "printf '%5.2f' -1.5e3"],
+        not_matches: &[
+            "printf -v PATH %s /tmp/evil",
+            "printf x > ~/.profile",
+            "printf %d HOME=11",
+            "printf '%*s' PATH++ x",
+        ],
         ..entry("safe.printf", &["printf"])
     },
     SafeEntry {
@@ -1542,6 +1563,38 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.tree", &["tree"])
     },
     SafeEntry {
+        // Listing an archive prints member names, never contents. Left out: every other mode,
+        // `-O`/`--to-stdout`, `--to-command`, `-I`/`--use-compress-program`,
+        // `--checkpoint-action`, `--rsh-command`, `-C`, `-T`/`--files-from`.
+        options: &[
+            "-t, --list",
+            "-v, --verbose",
+            "-f, --file=READ",
+            "-z, --gzip, --gunzip, --ungzip",
+            "-j, --bzip2",
+            "-J, --xz",
+            "--zstd",
+            "-a, --auto-compress",
+            "--numeric-owner",
+            "--wildcards",
+            "--no-wildcards",
+            "--full-time",
+            "--utc",
+        ],
+        operands: "PATTERN...",
+        check: Some(tar_list_check),
+        matches: &["tar -tzf vendor/archive.tar.gz", "tar --list -vf dist/x.tar"],
+        not_matches: &[
+            "tar -xzf x.tar.gz",
+            "tar -tzf host:x.tar.gz",
+            "tar -tf x.tar --to-command=sh",
+            "tar -tf ~/.ssh/keys.tar",
+            "tar -czf out.tgz src",
+            "tar tzf x.tgz",
+        ],
+        ..entry("safe.tar-list", &["tar"])
+    },
+    SafeEntry {
         options: &[
             "-n, --quiet, --silent",
             "-E, -r, --regexp-extended",
@@ -1564,14 +1617,44 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "sed -n '/fn classify/,/^}/p' src/gate.rs",
         ],
         not_matches: &[
-            "sed -i 's/a/b/' x",
+            "sed -i.bak 's/a/b/' x",
             "sed -n '1e id' x",
             "sed 's/a/b/w out' x",
             "sed -f script.sed x",
-            "sed --in-pl 's/a/b/' x",
+            "sed --in-pl=.b 's/a/b/' x",
             "sed -n 'w out' x",
         ],
         ..entry("safe.sed", &["sed"])
+    },
+    SafeEntry {
+        // `sed -i` rewrites each operand: a write of exactly those files, judged by the path
+        // rules, with the same script check. A backup suffix (`-i.bak`, `-in` is suffix `n`)
+        // writes FILE+SUFFIX, a name the gate does not judge, so it is refused.
+        options: &[
+            "-i, --in-place[=TEXT]",
+            "-n, --quiet, --silent",
+            "-E, -r, --regexp-extended",
+            "-s, --separate",
+            "-z, --null-data",
+            "--posix",
+            "--sandbox",
+            "-l, --line-length=NUM",
+            "-e, --expression=SCRIPT",
+        ],
+        operands: "SCRIPT WRITE...",
+        alternatives: &[("e", "WRITE...")],
+        check: Some(sed_in_place_check),
+        matches: &["sed -i 's/old_fn/new_fn/g' src/lib.rs", "sed -i -e 's/a/b/' -e '/^$/d' a.txt b.txt"],
+        not_matches: &[
+            "sed -i.bak 's/a/b/' x",
+            "sed -in 's/a/b/' .mcp.jso",
+            "sed --in-place=.json 's/a/b/' .mcp",
+            "sed -i 's/a/b/' ~/.bashrc",
+            "sed -i 's/a/b/w out' x",
+            "sed -i '1e id' x",
+            "sed -i 's/a/b/' .claude/settings.json",
+        ],
+        ..entry("write.sed-in-place", &["sed"])
     },
     SafeEntry {
         options: &["-L", "-P", "-e", "-@"],
@@ -1724,8 +1807,13 @@ fn rg_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), S
             return Err(format!("searches the hidden path `{path}`, whose files rg would print"));
         }
     }
+    // An include glob overrides hidden and ignore rules (`-g '*'` searches `.git` and `.env`,
+    // and rg's `*` matches a leading dot): only exclusions (`!…`) are vouched for.
     let globs = values(parsed, grammar, "glob").chain(values(parsed, grammar, "iglob"));
     for glob in globs {
+        if !glob.starts_with('!') {
+            return Err(format!("uses the include glob `{glob}`, which searches hidden and ignored files"));
+        }
         let pattern = glob.trim_start_matches('!');
         if pattern.starts_with('.')
             || pattern.contains("/.")
@@ -1752,6 +1840,59 @@ fn diff_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<()
     } else {
         Err("compares two paths, either of which may be a directory whose files (`.env`) it would print".to_owned())
     }
+}
+
+/// tar: list mode only, and an archive name without `:` (GNU tar reads `host:file` over rsh).
+fn tar_list_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
+    if !parsed.has(grammar, "list") {
+        return Err("does not only list the archive".to_owned());
+    }
+    match values(parsed, grammar, "file").find(|archive| archive.contains(':')) {
+        Some(archive) => Err(format!("names the archive `{archive}`, which GNU tar reads from a remote host")),
+        None => Ok(()),
+    }
+}
+
+/// zsh (and ksh) evaluate the argument of a numeric conversion as arithmetic, assignments
+/// included: `printf %d HOME=11` sets HOME. Such arguments must be number literals.
+fn printf_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let mut operands = operand_words(parsed, args);
+    let Some(format) = operands.next() else { return Ok(()) };
+    if !has_numeric_conversion(format) {
+        return Ok(());
+    }
+    match operands.find(|arg| !is_number_literal(arg)) {
+        Some(arg) => Err(format!("passes `{arg}` to a numeric conversion, which zsh evaluates as arithmetic")),
+        None => Ok(()),
+    }
+}
+
+fn has_numeric_conversion(format: &str) -> bool {
+    let mut rest = format;
+    while let Some(at) = rest.find('%') {
+        let spec = &rest[at + 1..];
+        if let Some(after) = spec.strip_prefix('%') {
+            rest = after;
+            continue;
+        }
+        let end = spec.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(spec.len());
+        let conversion = spec[end..].chars().next();
+        if spec[..end].contains('*') || conversion.is_some_and(|c| "diouxXeEfFgGaA".contains(c)) {
+            return true;
+        }
+        rest = &spec[end..];
+    }
+    false
+}
+
+fn is_number_literal(text: &str) -> bool {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        return !hex.is_empty() && hex.bytes().all(|byte| byte.is_ascii_hexdigit());
+    }
+    !digits.is_empty()
+        && digits.bytes().any(|byte| byte.is_ascii_digit())
+        && digits.bytes().all(|byte| byte.is_ascii_digit() || matches!(byte, b'.' | b'e' | b'E' | b'+' | b'-'))
 }
 
 /// date: only a display format (`+…`) as the operand; `MMDDhhmm` sets the clock.
@@ -1842,6 +1983,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "git diff --stat HEAD~3",
                 "git diff main...HEAD --name-only",
                 "git diff HEAD -- src/a.rs src/b.rs",
+                "git diff HEAD -- src/gate.rs",
             ],
             not_matches: &[
                 "git diff --ext-diff",

@@ -137,7 +137,8 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             // path rules, so the hook's matcher should include the read tools too.
             spec("Read", READ, reads(&["file_path"])),
             spec("Glob", READ, ArgumentSpec { glob: Some("pattern".to_owned()), ..reads(&["path"]) }),
-            spec("Grep", READ, reads(&["path"])),
+            // Grep is ripgrep: its `glob` field overrides hidden and ignore rules.
+            spec("Grep", READ, ArgumentSpec { search_globs: vec!["glob".to_owned()], ..reads(&["path"]) }),
             // Code intelligence through a language server: reads the file it points at.
             spec("LSP", READ, reads(&["filePath"])),
             spec("Edit", WRITE, writes(&["file_path"])),
