@@ -521,9 +521,18 @@ impl Gate {
         }
         unit.memo = true;
         // Each of these makes the command itself unvouchable: at least `high`, with its reason.
+        // An entry that only prints its text operands (`echo`) may take run-time values there.
+        let dynamic_only_as_text = known.as_ref().is_some_and(|(entry, _, parsed): &(_, _, argspec::Parsed)| {
+            entry.run_time_text
+                && part.arg_flags().iter().enumerate().all(|(word, flags)| {
+                    !flags.dynamic
+                        || (flags.harmless_text
+                            && matches!(parsed.slots.get(word), Some(Some(Slot::Operand { role: Role::Text, .. }))))
+                })
+        });
         let raises = [
             (
-                part.dynamic_args && unit.command_tier < Tier::High,
+                part.dynamic_args && !dynamic_only_as_text && unit.command_tier < Tier::High,
                 ReasonCode::DynamicCommand,
                 "has arguments only known at run time (variables, substitutions, brace expansion, `xargs` input)",
             ),

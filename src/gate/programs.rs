@@ -53,6 +53,10 @@ pub struct SafeEntry {
     /// `cp`/`mv`: a destination that is a directory receives `DEST/basename(SOURCE)`, which is
     /// judged as a write too (`cp templates/CLAUDE.md .` writes `./CLAUDE.md`).
     pub copies_into_directory: bool,
+    /// `TEXT` operands may be values only known at run time, when they are one quoted word
+    /// made of non-secret variables (`"$SHELL"`) and command substitutions judged on their own
+    /// (`"$(git rev-parse HEAD)"`): whatever the value, the program only prints it.
+    pub run_time_text: bool,
     pub matches: &'static [&'static str],
     pub not_matches: &'static [&'static str],
 }
@@ -72,6 +76,7 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         narrow: false,
         cluster_values_follow: false,
         copies_into_directory: false,
+        run_time_text: false,
         matches: &[],
         not_matches: &[],
     }
@@ -959,8 +964,24 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     SafeEntry {
         style: Style::NoOptions,
         operands: "TEXT...",
-        matches: &["echo done", "echo 'rm -rf ~'", "echo -n hi"],
-        not_matches: &["echo x > ~/.bashrc", "echo $AWS_SECRET_ACCESS_KEY"],
+        run_time_text: true,
+        matches: &[
+            "echo done",
+            "echo 'rm -rf ~'",
+            "echo -n hi",
+            "echo \"$SHELL\"",
+            "echo \"head: $(git rev-parse --short HEAD)\"",
+        ],
+        not_matches: &[
+            "echo x > ~/.bashrc",
+            "echo $AWS_SECRET_ACCESS_KEY",
+            "echo \"$AWS_SECRET_ACCESS_KEY\"",
+            "echo $SHELL",
+            "echo \"${SHELL@P}\"",
+            "echo \"$(cat ~/.ssh/id_rsa)\"",
+            "echo \"$((HOME=1))\"",
+            "echo \"${x:-$SHELL}\"",
+        ],
         ..entry("safe.echo", &["echo", "true", "false", ":"])
     },
     SafeEntry {

@@ -164,7 +164,16 @@ pub struct WordFlags {
     pub glob: bool,
     /// The glob starts with a wildcard, so a file name it matches may start with `-`.
     pub glob_leading: bool,
+    /// A dynamic word that is one word whatever its value (every run-time piece inside double
+    /// quotes) and reads only non-secret variables ([`PRINTABLE_VARIABLES`]) or command
+    /// substitutions, which are judged as parts of their own.
+    pub harmless_text: bool,
 }
+
+/// Variables whose values are not secrets: a word printing them prints nothing the agent
+/// should not see.
+pub const PRINTABLE_VARIABLES: &[&str] =
+    &["SHELL", "HOME", "PWD", "OLDPWD", "USER", "LOGNAME", "PATH", "LANG", "TERM", "HOSTNAME", "SHLVL"];
 
 /// One simple command that would run, after wrappers are unwrapped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -235,6 +244,7 @@ impl CommandPart {
     }
 
     fn push_word(&mut self, word: Expanded) {
+        let harmless_text = word.dynamic && !word.unsafe_dynamic && !word.glob;
         if word.dynamic {
             if self.argv.is_empty() {
                 self.dynamic_program = true;
@@ -245,7 +255,12 @@ impl CommandPart {
         if word.glob && self.argv.is_empty() {
             self.dynamic_program = true;
         }
-        self.word_flags.push(WordFlags { dynamic: word.dynamic, glob: word.glob, glob_leading: word.glob_leading });
+        self.word_flags.push(WordFlags {
+            dynamic: word.dynamic,
+            glob: word.glob,
+            glob_leading: word.glob_leading,
+            harmless_text,
+        });
         self.argv.push(word.text);
     }
 
@@ -477,11 +492,13 @@ struct Expanded {
     fetched: bool,
     glob: bool,
     glob_leading: bool,
+    /// Dynamic in a way that is not harmless text (see [`WordFlags::harmless_text`]).
+    unsafe_dynamic: bool,
 }
 
 impl Expanded {
     fn unknown(text: &str) -> Self {
-        Expanded { text: text.to_owned(), dynamic: true, ..Expanded::default() }
+        Expanded { text: text.to_owned(), dynamic: true, unsafe_dynamic: true, ..Expanded::default() }
     }
 }
 
@@ -1147,6 +1164,18 @@ impl Walker<'_> {
     ) {
         for (index, piece) in pieces.iter().enumerate() {
             let raw = source.get(piece.start_index..piece.end_index).unwrap_or("");
+            let dynamic_before = std::mem::take(&mut out.dynamic);
+            // Inside double quotes a substitution or a plain non-secret variable stays one
+            // word of text; anything else only known at run time is not harmless.
+            let harmless_piece = match &piece.piece {
+                WordPiece::DoubleQuotedSequence(_) | WordPiece::GettextDoubleQuotedSequence(_) => true,
+                WordPiece::CommandSubstitution(_) | WordPiece::BackquotedCommandSubstitution(_) => !unquoted,
+                WordPiece::ParameterExpansion(_) => {
+                    let name = raw.strip_prefix("${").and_then(|rest| rest.strip_suffix('}')).or(raw.strip_prefix('$'));
+                    !unquoted && name.is_some_and(|name| PRINTABLE_VARIABLES.contains(&name))
+                }
+                _ => false,
+            };
             // `~` written literally (`'~'`, `\~`) must not look like the home directory, which
             // the gate writes as `~`: such a word is unknown.
             let starts_word = out.text.is_empty();
@@ -1243,6 +1272,10 @@ impl Walker<'_> {
                     out.dynamic = true;
                 }
             }
+            if out.dynamic && !harmless_piece {
+                out.unsafe_dynamic = true;
+            }
+            out.dynamic |= dynamic_before;
         }
     }
 
