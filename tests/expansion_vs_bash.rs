@@ -33,6 +33,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use permit::decision::ReasonCode;
+use permit::gate::expand::{brace_expand_keeping_empty, has_literal_brace_group};
 use permit::gate::shell::analyze;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
@@ -48,8 +49,10 @@ const BATCH: usize = 50;
 const WORD_CASES: u32 = 160;
 /// Batches of disguised commands.
 const COMMAND_CASES: u32 = 40;
-/// The gate must claim to know at least this share of the generated words.
-const MIN_KNOWN_SHARE: f64 = 0.70;
+/// The gate must claim to know at least this share of the generated words that zsh reads as
+/// bash does (about 72% in practice: the rest are `~user` forms and other run-time values),
+/// so the comparison is never vacuous.
+const MIN_KNOWN_SHARE: f64 = 0.60;
 /// The characters a test word may hold: nothing that substitutes, redirects or ends a command.
 const SAFE_CHARS: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789./=,:-+_{}'\"\\ *?[]~";
 
@@ -183,6 +186,9 @@ fn tilde(word: &str) -> String {
 struct Tally {
     compared: usize,
     known: usize,
+    /// Words zsh reads otherwise (an empty brace member, a literal `{x}`) that the gate called
+    /// unknown for that reason: left out of the known share.
+    zsh_divergent: usize,
     /// The words the gate called unknown.
     unknown: Vec<String>,
     mismatches: Vec<String>,
@@ -204,6 +210,7 @@ impl Tally {
     fn record(&mut self, source: &str, gate: Gate, bash: Vec<String>) {
         self.compared += 1;
         match gate {
+            Gate::Unknown if zsh_reads_otherwise(source) => self.zsh_divergent += 1,
             Gate::Unknown => self.unknown.push(source.to_owned()),
             Gate::Known(words) => {
                 self.known += 1;
@@ -220,6 +227,7 @@ impl Tally {
     fn add(&mut self, other: &Tally) {
         self.compared += other.compared;
         self.known += other.known;
+        self.zsh_divergent += other.zsh_divergent;
     }
 
     /// Fails, listing the mismatches, unless the gate agreed with bash on every word it knew.
@@ -235,17 +243,19 @@ impl Tally {
         )))
     }
 
+    /// The share of words the gate knew, among those zsh reads as bash does.
     fn share(&self) -> f64 {
-        self.known as f64 / self.compared.max(1) as f64
+        self.known as f64 / (self.compared - self.zsh_divergent).max(1) as f64
     }
 
     fn summary(&self, what: &str) -> String {
         format!(
-            "{what}: {} compared with bash, the gate knew {} ({:.1}%) and called {} unknown",
+            "{what}: {} compared with bash, {} of them read otherwise by zsh (unknown by design); of the rest the gate knew {} ({:.1}%) and called {} unknown",
             self.compared,
+            self.zsh_divergent,
             self.known,
             100.0 * self.share(),
-            self.compared - self.known
+            self.compared - self.zsh_divergent - self.known
         )
     }
 }
@@ -619,6 +629,19 @@ fn word() -> impl Strategy<Value = String> {
         .prop_map(|(text, _)| text)
 }
 
+/// Whether zsh, many hosts' shell, would read some word of `source` otherwise than bash: an
+/// empty brace member (zsh keeps the empty word), a literal `{x}` (`braceccl`) or a leading
+/// `=` (`=cmd` is a program's path).
+fn zsh_reads_otherwise(source: &str) -> bool {
+    let differs = |word: &str| {
+        brace_expand_keeping_empty(word).is_ok_and(|words| {
+            words.iter().any(|word| word.is_empty() || has_literal_brace_group(word) || word.starts_with('='))
+        })
+    };
+    // `source` is one generated word, or a command line of plain words.
+    differs(source) || source.split(' ').any(differs)
+}
+
 /// Every generated word the gate claims to know expands to exactly bash's words, and the gate
 /// knows most of them.
 #[test]
@@ -681,7 +704,7 @@ fn disguised_command() -> impl Strategy<Value = (&'static str, String)> {
 }
 
 /// A known-safe command with one argument quoted, braced or escaped: the gate knows its argv
-/// and it is bash's.
+/// and it is bash's (or, for an empty brace member, which zsh reads otherwise, calls it unknown).
 #[test]
 fn disguised_arguments_of_safe_commands_read_as_bash_reads_them() {
     let total = run_property(COMMAND_CASES, prop::collection::vec(disguised_command(), 1..=BATCH), |commands| {
@@ -692,8 +715,15 @@ fn disguised_arguments_of_safe_commands_read_as_bash_reads_them() {
         for ((program, args), bash) in commands.iter().zip(scratch.bash_words(&lines)) {
             let source = format!("{program} {args}");
             let gate = gate_words(&source, &cwd, &[program]);
-            // Nothing here is only known at run time: an unknown is a failure too.
-            let gate = if gate == Gate::Unknown { Gate::Misparsed("called it unknown".to_owned()) } else { gate };
+            // Nothing here is only known at run time: an unknown is a failure too, except for
+            // an empty brace member (`{word,}`), whose empty word zsh keeps and bash drops. The
+            // gate must call that unknown or give bash's words, never anything else.
+            let zsh_differs = args.contains(",}") || args.contains("{,");
+            let gate = if gate == Gate::Unknown && !zsh_differs {
+                Gate::Misparsed("called it unknown".to_owned())
+            } else {
+                gate
+            };
             tally.record(&source, gate, bash);
         }
         tally.check("disguised commands")?;

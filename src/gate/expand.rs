@@ -28,14 +28,72 @@ pub enum BraceError {
 /// The words `word` becomes after brace expansion (quotes kept). A word with no brace
 /// expression comes back alone and unchanged.
 pub fn brace_expand(word: &str) -> Result<Vec<String>, BraceError> {
+    let mut out = brace_expand_keeping_empty(word)?;
+    // An unquoted word left empty is removed; a quoted empty word (`''`) stays.
+    out.retain(|word| !word.is_empty());
+    Ok(out)
+}
+
+/// [`brace_expand`] without bash's removal of empty words: zsh keeps them (`{,x}` is `''` and
+/// `x` there), so a caller can tell when the two shells disagree.
+pub fn brace_expand_keeping_empty(word: &str) -> Result<Vec<String>, BraceError> {
     if !word.contains('{') {
         return Ok(vec![word.to_owned()]);
     }
     let mut out = Vec::new();
     expand_into(word, &mut out)?;
-    // An unquoted word left empty is removed; a quoted empty word (`''`) stays.
-    out.retain(|word| !word.is_empty());
     Ok(out)
+}
+
+/// Whether a word (after bash's brace expansion) still holds an unquoted `{…}` with something
+/// inside, which zsh's `braceccl` option expands as a character class (`{-}o` is `-o`).
+/// Parameter expansions (`${x}`) and git's `@{…}` revision suffix do not count; `{}` is
+/// literal in every shell.
+pub fn has_literal_brace_group(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    let (mut single, mut double) = (false, false);
+    let mut open: Option<usize> = None;
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        match byte {
+            b'\\' if !single => index += 1,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'{' if !single && !double => {
+                let after_dollar_or_at = index > 0 && matches!(bytes[index - 1], b'$' | b'@');
+                if after_dollar_or_at {
+                    // Skip to the matching `}`.
+                    let mut depth = 0usize;
+                    while index < bytes.len() {
+                        match bytes[index] {
+                            b'{' => depth += 1,
+                            b'}' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                        index += 1;
+                    }
+                } else {
+                    open = Some(index);
+                }
+            }
+            b'}' if !single && !double => {
+                if let Some(start) = open.take()
+                    && index > start + 1
+                {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        index += 1;
+    }
+    false
 }
 
 fn expand_into(word: &str, out: &mut Vec<String>) -> Result<(), BraceError> {
@@ -147,8 +205,10 @@ fn gobble(bytes: &[u8], from: usize, satisfy: Satisfy) -> Result<Option<usize>, 
             Satisfy::Comma => b',',
         };
         if byte == wanted && level == 0 && separators > 0 {
-            // bash ignores a `{` that starts the text and is followed by `}` (`{}`).
-            let empty_pair = satisfy == Satisfy::Open && index == 0 && bytes.get(index + 1) == Some(&b'}');
+            // bash ignores a `{` followed by `}` (`{}`) that starts the text or follows a blank
+            // (`\ {},}` stays as written; `a{},b}` expands).
+            let after_blank = index == 0 || matches!(bytes[index - 1], b' ' | b'\t' | b'\n');
+            let empty_pair = satisfy == Satisfy::Open && after_blank && bytes.get(index + 1) == Some(&b'}');
             if !empty_pair {
                 return Ok(Some(index));
             }

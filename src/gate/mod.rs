@@ -636,7 +636,10 @@ impl Gate {
                 let placed =
                     operand.is_some_and(|index| parsed.grammar_operands.in_repeated_section(index, operand_count));
                 let harmless_role = matches!(role, Role::Read | Role::Text | Role::Pattern | Role::MaybeRead);
-                let option_safe = !word_flags.glob_leading || entry.metadata_only;
+                // After `--` no expanded name can be an option.
+                let after_end_of_options =
+                    parsed.slots.iter().take(word).any(|slot| matches!(slot, Some(Slot::EndOfOptions)));
+                let option_safe = !word_flags.glob_leading || entry.options_harmless || after_end_of_options;
                 if !(placed && harmless_role && option_safe) {
                     unit.command_tier = unit.command_tier.max(Tier::High);
                     unit.command_code = ReasonCode::DynamicCommand;

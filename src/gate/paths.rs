@@ -217,7 +217,7 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
     if access == Access::Write && critical_write_target(resolved, &workspace.home) {
         add(ReasonCode::CriticalCommand, Tier::Critical);
     }
-    if credential_location(resolved, &workspace.home) {
+    if credential_location(resolved, &workspace.home) || (access == Access::Read && repository_internals(resolved)) {
         add(ReasonCode::CredentialPath, Tier::High);
     }
     if access == Access::Write && persistence_location(resolved, &workspace.home) {
@@ -499,21 +499,24 @@ fn credential_location(path: &str, home: &str) -> bool {
     {
         return true;
     }
-    const CREDENTIAL_COMPONENTS: [&str; 9] =
-        [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets", ".git"];
-    // A repository's internals hold tokens (`http.<url>.extraheader` in `.git/config`, written
-    // by CI checkouts; `https://user:token@host` remotes), and a search of `.git` prints them.
-    // `.git/HEAD` names the checked-out branch and nothing else.
-    let git_head = path.ends_with("/.git/HEAD");
+    const CREDENTIAL_COMPONENTS: [&str; 8] =
+        [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets"];
     if SYSTEM_FILES.contains(&path)
-        || (!git_head
-            && path.split('/').any(|component| {
-                CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential))
-            }))
+        || path
+            .split('/')
+            .any(|component| CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential)))
     {
         return true;
     }
     is_sensitive_name(path)
+}
+
+/// Inside a `.git` directory: its config holds tokens (`http.<url>.extraheader`, written by
+/// CI checkouts; `https://user:token@host` remotes), and a search of `.git` prints them. A
+/// read is a credential read; writes there are persistence (hooks, config). `.git/HEAD` only
+/// names the checked-out branch.
+fn repository_internals(path: &str) -> bool {
+    !path.ends_with("/.git/HEAD") && path.split('/').any(|component| component.eq_ignore_ascii_case(".git"))
 }
 
 fn persistence_location(path: &str, home: &str) -> bool {
@@ -735,6 +738,11 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".gitconfig", ReasonCode::PersistencePath, "git configuration"),
     (".git-blame-ignore-revs", ReasonCode::PersistencePath, "git blame configuration"),
     (".hg", ReasonCode::PersistencePath, "Mercurial repository and hooks"),
+    (".jj", ReasonCode::PersistencePath, "Jujutsu repository and its config"),
+    (".vs", ReasonCode::PersistencePath, "Visual Studio tasks and launch settings"),
+    (".github/hooks", ReasonCode::AgentPolicyPath, "GitHub Copilot agent hooks"),
+    (".yarn/releases", ReasonCode::PersistencePath, "the Yarn release yarnPath runs"),
+    (".venv/bin", ReasonCode::PersistencePath, "virtualenv activation scripts and entry points"),
     (".husky", ReasonCode::PersistencePath, "husky git hooks"),
     (".pre-commit-config.yaml", ReasonCode::PersistencePath, "pre-commit hooks"),
     (".cargo", ReasonCode::PersistencePath, "Cargo configuration (rustc wrappers, runners)"),

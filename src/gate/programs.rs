@@ -39,10 +39,13 @@ pub struct SafeEntry {
     pub alternatives: &'static [(&'static str, &'static str)],
     /// `head -20`: a dash and digits is a count.
     pub numeric_option: bool,
-    /// The program prints only metadata (names, sizes, counts), never file contents, and every
-    /// option it has only shapes that output: a glob that might expand to an option or match a
-    /// credential file is still harmless.
+    /// The program prints only metadata (names, sizes, counts), never file contents: a glob
+    /// that might match a credential file is still harmless.
     pub metadata_only: bool,
+    /// Every option the real program has only shapes its output (`ls`, `df`): a glob that
+    /// expands to an option is harmless. Not so for `wc` and `du`, whose `--files0-from=F`
+    /// prints F's contents as file names.
+    pub options_harmless: bool,
     pub check: Option<Check>,
     /// The entry covers one narrow form of a program that is otherwise unlisted (`cargo
     /// --version`): any other use is reported as unlisted, not as a refused flag.
@@ -72,6 +75,7 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         alternatives: &[],
         numeric_option: false,
         metadata_only: false,
+        options_harmless: false,
         check: None,
         narrow: false,
         cluster_values_follow: false,
@@ -627,6 +631,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ],
         operands: "READ...",
         metadata_only: true,
+        options_harmless: true,
         matches: &["ls -la", "ls src/ tests/", "ls -la --color=never src", "ls src/*.rs"],
         not_matches: &["ls ~/.ssh", "ls /etc", "ls --bogus", "ls .en*"],
         ..entry("safe.ls", &["ls", "dir"])
@@ -701,8 +706,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         options: &["-c, --bytes", "-m, --chars", "-l, --lines", "-L, --max-line-length", "-w, --words", "--total=TEXT"],
         operands: "READ...",
         metadata_only: true,
-        matches: &["wc -l src/*.rs", "wc -l *.rs", "wc -c Cargo.toml"],
-        not_matches: &["wc -l ~/.ssh/id_rsa", "wc --files0-from=- x"],
+        matches: &["wc -l src/*.rs", "wc -l -- *.rs", "wc -c Cargo.toml"],
+        not_matches: &["wc -l ~/.ssh/id_rsa", "wc --files0-from=- x", "wc -c [-]*", "wc -l *.rs"],
         ..entry("safe.wc", &["wc"])
     },
     SafeEntry {
@@ -957,8 +962,16 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "PATTERN READ...",
         alternatives: &[("e", "READ..."), ("f", "READ..."), ("files", "READ..."), ("type-list", ""), ("version", "")],
         check: Some(rg_check),
-        matches: &["rg -n 'fn main' src", "rg --files", "rg -t rust 'unwrap\\(\\)' src"],
-        not_matches: &["rg --pre ./x.sh TODO", "rg --pre=sh TODO", "rg -z x", "rg --pr=sh x"],
+        matches: &["rg -n 'fn main' src", "rg --files", "rg -g '!*.min.js' TODO"],
+        not_matches: &[
+            "rg --pre ./x.sh TODO",
+            "rg --pre=sh TODO",
+            "rg -z x",
+            "rg --pr=sh x",
+            "rg -t rust 'unwrap\\(\\)' src",
+            "rg -g '*.rs' x",
+            "rg token .git",
+        ],
         ..entry("safe.rg", &["rg"])
     },
     SafeEntry {
@@ -1114,8 +1127,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ],
         operands: "READ...",
         metadata_only: true,
-        matches: &["du -sh target", "du -sh *"],
-        not_matches: &["du -sh ~"],
+        matches: &["du -sh target", "du -sh -- *"],
+        not_matches: &["du -sh ~", "du -s [-]*", "du -sh *"],
         ..entry("safe.du", &["du"])
     },
     SafeEntry {
@@ -1136,6 +1149,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ],
         operands: "READ...",
         metadata_only: true,
+        options_harmless: true,
         matches: &["df -h ."],
         not_matches: &["df --bogus"],
         ..entry("safe.df", &["df"])
@@ -1827,6 +1841,11 @@ fn rg_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), S
         if *role == Role::Read && path.split('/').any(|part| part.starts_with('.') && part != "." && part != "..") {
             return Err(format!("searches the hidden path `{path}`, whose files rg would print"));
         }
+    }
+    // A type filter whitelists its extensions past the hidden-file check (`-t yaml` prints
+    // `.yarnrc.yml`), as an include glob does.
+    if parsed.has(grammar, "type") || parsed.has(grammar, "type-add") {
+        return Err("uses a type filter, which searches hidden files of that type".to_owned());
     }
     // An include glob overrides hidden and ignore rules (`-g '*'` searches `.git` and `.env`,
     // and rg's `*` matches a leading dot): only exclusions (`!…`) are vouched for.
@@ -2557,6 +2576,19 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             matches: &["git restore --staged src/lib.rs"],
             not_matches: &["git restore src/lib.rs", "git restore -W --staged x"],
             ..entry("write.git-restore", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["rm"],
+        entry: SafeEntry {
+            // Without `-f`, git refuses to remove a file whose content differs from HEAD or
+            // the index, so what it deletes is tracked and committed: recoverable.
+            tier: Tier::Medium,
+            options: &["-r", "--cached", "-q, --quiet", "-n, --dry-run", "--ignore-unmatch", "--sparse"],
+            operands: "WRITE...",
+            matches: &["git rm scripts/old_migrate.sh", "git rm -r --cached build"],
+            not_matches: &["git rm -f src/lib.rs", "git rm --force x", "git rm .claude/settings.json", "git rm '*.rs'"],
+            ..entry("write.git-rm", &["git"])
         },
     },
     GitSubcommand {

@@ -1024,7 +1024,13 @@ impl Walker<'_> {
             // Already refused: no more expanding (keeps the worst case linear).
             return vec![Expanded::unknown(word)];
         }
-        match expand::brace_expand(word) {
+        match expand::brace_expand_keeping_empty(word) {
+            // zsh, many hosts' login shell, disagrees with bash in two places: it keeps the
+            // empty word of `{,x}` (bash drops it, so later words shift role), and with
+            // `braceccl` set it expands `{-}` to `-`. Either makes the word unknown.
+            Ok(words) if words.iter().any(|word| word.is_empty() || expand::has_literal_brace_group(word)) => {
+                vec![Expanded::unknown(word)]
+            }
             Ok(words) if self.expanded_words + words.len() <= MAX_EXPANDED_WORDS => {
                 self.expanded_words += words.len();
                 words.iter().map(|word| self.expand_one(word, depth)).collect()

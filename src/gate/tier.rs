@@ -137,8 +137,12 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             // path rules, so the hook's matcher should include the read tools too.
             spec("Read", READ, reads(&["file_path"])),
             spec("Glob", READ, ArgumentSpec { glob: Some("pattern".to_owned()), ..reads(&["path"]) }),
-            // Grep is ripgrep: its `glob` field overrides hidden and ignore rules.
-            spec("Grep", READ, ArgumentSpec { search_globs: vec!["glob".to_owned()], ..reads(&["path"]) }),
+            // Grep is ripgrep: its `glob` and `type` fields override the hidden-file rule.
+            spec(
+                "Grep",
+                READ,
+                ArgumentSpec { search_globs: vec!["glob".to_owned(), "type".to_owned()], ..reads(&["path"]) },
+            ),
             // Code intelligence through a language server: reads the file it points at.
             spec("LSP", READ, reads(&["filePath"])),
             spec("Edit", WRITE, writes(&["file_path"])),
