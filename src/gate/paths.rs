@@ -6,7 +6,7 @@
 //! be resolved (relative with no known directory, or built from run-time values) is treated as
 //! outside the workspace. It only ever adds friction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use crate::decision::{ReasonCode, Tier};
@@ -335,7 +335,29 @@ const SENSITIVE_EXTENSIONS: [&str; 10] =
 /// A bare file name (or the last component of a path) that holds secrets: `.env`, `.env.local`
 /// (not `.env.example`), SSH private keys, `.netrc`, `*.pem`, `*.key`…
 pub fn is_sensitive_name(name: &str) -> bool {
-    let name = basename(name).to_ascii_lowercase();
+    // Lowercased on the stack for the usual short name (this runs for every path judged).
+    let base = basename(name);
+    let mut buffer = [0u8; 64];
+    let owned;
+    let name: &str = match buffer.get_mut(..base.len()) {
+        Some(slot) => {
+            slot.copy_from_slice(base.as_bytes());
+            slot.make_ascii_lowercase();
+            // ASCII lowercasing keeps UTF-8 valid; the fallback is never taken.
+            match std::str::from_utf8(slot) {
+                Ok(lower) => lower,
+                Err(_) => {
+                    owned = base.to_ascii_lowercase();
+                    &owned
+                }
+            }
+        }
+        None => {
+            owned = base.to_ascii_lowercase();
+            &owned
+        }
+    };
+    static LISTED: LazyLock<HashSet<&'static str>> = LazyLock::new(|| SENSITIVE_NAMES.into_iter().collect());
     // Public keys are meant to be shared.
     if name.ends_with(".pub") {
         return false;
@@ -346,7 +368,7 @@ pub fn is_sensitive_name(name: &str) -> bool {
         || name.contains("secret")
         || name == ".dev.vars"
         || name.ends_with(".tfvars")
-        || SENSITIVE_NAMES.contains(&name.as_str())
+        || LISTED.contains(name)
         // `credentials.csv` (the AWS console's key download), `credentials.yml.enc`…
         || name.starts_with("credentials")
         || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key))

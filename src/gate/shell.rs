@@ -1094,12 +1094,18 @@ impl Walker<'_> {
 
     fn expand_one(&mut self, word: &str, depth: usize) -> Expanded {
         // zsh, the login shell of many hosts, expands an unquoted `=cmd` to the program's
-        // path (`tee =cargo` overwrites the cargo binary); bash keeps it literal.
-        if word.len() > 1 && word.starts_with('=') {
+        // path (`tee =cargo` overwrites the cargo binary), also after an `=` with
+        // `magicequalsubst` (`--output==cargo`); with `rcquotes`, `''` inside single quotes is
+        // a quote character, which changes what `eval` or `sh -c` would parse. bash does none
+        // of this: such a word is unknown.
+        if (word.len() > 1 && word.starts_with('=')) || rc_quotes_differ(word) {
             return Expanded::unknown(word);
         }
         // Plain words (the common case) need no parse.
         if !word.chars().any(|c| matches!(c, '$' | '`' | '\'' | '"' | '\\' | '~' | '{')) {
+            if word.contains("==") {
+                return Expanded::unknown(word);
+            }
             let (glob, glob_leading) = glob_in_text(word, true);
             return Expanded { text: word.to_owned(), glob, glob_leading, ..Expanded::default() };
         }
@@ -1208,7 +1214,8 @@ impl Walker<'_> {
                         out.glob_leading |= leading;
                         // bash expands `~` after `=` or `:` in words shaped like assignments
                         // (`a=~/x`); not modelled here, so such a word is unknown.
-                        if text.contains("=~") || text.contains(":~") {
+                        // zsh's `magicequalsubst` expands `=cmd` after an `=` (`--output==cargo`).
+                        if text.contains("=~") || text.contains(":~") || text.contains("==") {
                             out.dynamic = true;
                         }
                     }
@@ -1753,7 +1760,9 @@ impl Walker<'_> {
                 format!("`{program}` runs a script piped from the network"),
             );
             false
-        } else if let Some(text) = stdin_text {
+        } else if let Some(text) = stdin_text.filter(|_| !input.from_pipe) {
+            // zsh (`multios`, on by default) feeds a piped shell both the pipe and the
+            // here-document, so a here-document is the script only without a pipe.
             let text = text.to_owned();
             self.follow_shell_text(program, &text, depth)
         } else if input.from_pipe || part.dynamic_args || part.stdin_redirected {
@@ -1922,12 +1931,35 @@ fn glob_in_text(text: &str, at_start: bool) -> (bool, bool) {
     // the `test` command.
     let bracket_class = text.contains('[') && text != "[";
     // zsh with `extendedglob` (many users' `.zshrc`; Claude Code runs the user's shell with
-    // its options): `x#` repeats x (`.en#v` matches `.env`) and a leading `^` negates
-    // (`^README.md` matches every other file). A `^` inside a word (`HEAD^`) stays a revision.
-    let zsh_negation = (at_start && text.starts_with('^')) || text.contains("/^");
+    // its options): `x#` repeats x (`.en#v` matches `.env`) and `^` negates, leading or not
+    // (`^README.md` matches every other file, `.env^x` matches `.env`).
+    let zsh_negation = text.contains('^');
     let glob = text.contains(['*', '?', '#']) || bracket_class || zsh_negation;
     let leading = glob && at_start && text.starts_with(['*', '?', '[', '^']);
     (glob, leading)
+}
+
+/// Whether the word holds `''` inside a single-quoted string (`'a''b'`): bash reads two
+/// strings (`ab`), zsh with `rcquotes` one with a quote in it (`a'b`).
+fn rc_quotes_differ(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    let (mut single, mut double) = (false, false);
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'\\' if !single => index += 1,
+            b'"' if !single => double = !double,
+            b'\'' if !double => {
+                if single && bytes.get(index + 1) == Some(&b'\'') {
+                    return true;
+                }
+                single = !single;
+            }
+            _ => {}
+        }
+        index += 1;
+    }
+    false
 }
 
 /// A word shortened for a reason.
