@@ -790,6 +790,15 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".jq", ReasonCode::PersistencePath, "jq definitions loaded from $HOME on every run"),
 ];
 
+/// `HEAD` followed by any number of `~N` (`HEAD`, `HEAD~1`, `HEAD~~`), case-insensitively.
+pub fn is_head_revision(name: &str) -> bool {
+    let Some(rest) = name.get(..4).filter(|head| head.eq_ignore_ascii_case("head")).map(|_| &name[4..]) else {
+        return false;
+    };
+    rest.split('~').skip(1).all(|count| count.bytes().all(|byte| byte.is_ascii_digit()))
+        && (rest.is_empty() || rest.starts_with('~'))
+}
+
 /// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
 fn workspace_config(path: &str) -> Option<ReasonCode> {
     /// The table indexed once: one-component names by name, families by prefix
@@ -819,6 +828,11 @@ fn workspace_config(path: &str) -> Option<ReasonCode> {
     let index = &*INDEX;
     let lower = comparable(path);
     let components: Vec<&str> = lower.split('/').collect();
+    // `HEAD~2`, `head~1~1`: names git reads as revisions of HEAD, never written through the
+    // gate (so `git diff HEAD~1 -- x` cannot become a directory diff outside a repository).
+    if components.iter().any(|component| is_head_revision(component)) {
+        return Some(ReasonCode::PersistencePath);
+    }
     // The first entry in table order wins, as before: the others are few and checked after.
     components
         .iter()
@@ -876,6 +890,16 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn revisions_of_head_are_recognised_as_names() {
+        for name in ["HEAD", "head", "HEAD~1", "HEAD~~", "HEAD~1~2", "Head~12"] {
+            assert!(is_head_revision(name), "{name}");
+        }
+        for name in ["HEADER", "header.h", "HEAD~x", "HEAD^", "HEA", "xHEAD", "HEAD1"] {
+            assert!(!is_head_revision(name), "{name}");
         }
     }
 

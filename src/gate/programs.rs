@@ -399,12 +399,13 @@ fn git_add_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result
 /// Outside a repository `git diff A B` (with or without `--`) is `git diff --no-index A B`,
 /// which prints every file of two directories (`git diff src .` prints `.env`); a revision
 /// and a path cannot be told apart by their text, so exactly two operands are not vouched for,
-/// unless one is `HEAD`: a file of that name is never written through the gate, so outside a
-/// repository git stops there.
+/// unless one is `HEAD` or `HEAD~N`: no file of such a name is ever written through the gate,
+/// so outside a repository git stops there.
 fn git_diff_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let operands: Vec<&str> = operand_words(parsed, args).collect();
+    let head = |word: &str| word.starts_with("HEAD") && crate::gate::paths::is_head_revision(word);
     match operands.as_slice() {
-        [first, second] if *first != "HEAD" && *second != "HEAD" => {
+        [first, second] if !head(first) && !head(second) => {
             Err("names two operands, which outside a repository compares two directories".to_owned())
         }
         _ => Ok(()),
@@ -2024,6 +2025,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "git diff main...HEAD --name-only",
                 "git diff HEAD -- src/a.rs src/b.rs",
                 "git diff HEAD -- src/gate.rs",
+                "git diff HEAD~1 -- src/gate.rs",
             ],
             not_matches: &[
                 "git diff --ext-diff",
