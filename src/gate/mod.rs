@@ -784,8 +784,9 @@ impl Gate {
             let operand = args[*word].as_str();
             let problem = if operand.starts_with(':') {
                 Some("is an index path or pathspec magic, which git matches its own way")
-            } else if operand.contains(['*', '?', '[']) {
-                Some("is a pathspec glob, which may match credential files (git's `*` also matches dotfiles)")
+            } else if operand.contains(['*', '?', '[', '\\']) {
+                // git reads `\` as a pattern escape too: `\.npmrc` matches `.npmrc`.
+                Some("is a pathspec pattern, which may match credential files (git's `*` also matches dotfiles)")
             } else {
                 None
             };
@@ -948,7 +949,13 @@ impl Gate {
             for field in &arguments.search_globs {
                 match call.input.get(field.as_str()) {
                     None | Some(Value::Null) => {}
-                    Some(Value::String(glob)) if glob.starts_with('!') => {}
+                    // Claude Code splits the field on commas and blanks into several `--glob`s:
+                    // only a value whose every piece is an exclusion is vouched for.
+                    Some(Value::String(glob))
+                        if glob
+                            .split(|c: char| c == ',' || c.is_whitespace())
+                            .filter(|piece| !piece.is_empty())
+                            .all(|piece| piece.starts_with('!')) => {}
                     Some(Value::String(glob)) => {
                         unit.path_tier = unit.path_tier.max(Tier::High);
                         unit.add(

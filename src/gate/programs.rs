@@ -339,11 +339,15 @@ fn git_config_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Resu
 }
 
 /// git switch / checkout: only the forms that create a branch.
-fn git_create_branch_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
-    if parsed.has(grammar, "c") || parsed.has(grammar, "create") || parsed.has(grammar, "b") {
-        Ok(())
-    } else {
-        Err("does not create a branch (switching can discard work)".to_owned())
+fn git_create_branch_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    if !(parsed.has(grammar, "c") || parsed.has(grammar, "create") || parsed.has(grammar, "b")) {
+        return Err("does not create a branch (switching can discard work)".to_owned());
+    }
+    // A start point checks out another tree, whose files (`.claude/settings.json`, hooks
+    // config) land in the workspace unseen; a new branch at HEAD changes no file.
+    match operand_words(parsed, args).next() {
+        Some(start) => Err(format!("starts the branch at `{start}`, checking out files the gate cannot see")),
+        None => Ok(()),
     }
 }
 
@@ -415,7 +419,6 @@ fn git_diff_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Resul
 fn git_remote_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     match operand_words(parsed, args).collect::<Vec<_>>().as_slice() {
         [] => Ok(()),
-        ["get-url", _] if args.first().is_some_and(|first| first == "get-url") => Ok(()),
         [first, ..] => Err(format!("uses the `{first}` form")),
     }
 }
@@ -501,7 +504,7 @@ const GIT_LOG_OPTIONS: &[&str] = &[
     "--date=TEXT",
     "--relative-date",
     "--follow",
-    "-L TEXT",
+    // `-L RANGE:FILE` names a file inside its value: left out.
     "-S PATTERN",
     "-G PATTERN",
     "--pickaxe-all",
@@ -2376,11 +2379,18 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
         names: &["remote"],
         entry: SafeEntry {
             style: Style::Posix,
-            options: &["-v, --verbose"],
+            // Remote URLs can carry tokens (`https://x-access-token:…@host`), as `remote.*.url`
+            // does for `git config`: only the names are listed, not `-v` or `get-url`.
+            options: &[],
             operands: "TEXT...",
             check: Some(git_remote_check),
-            matches: &["git remote -v", "git remote get-url origin"],
-            not_matches: &["git remote add x https://x", "git remote show origin"],
+            matches: &["git remote"],
+            not_matches: &[
+                "git remote add x https://x",
+                "git remote show origin",
+                "git remote -v",
+                "git remote get-url origin",
+            ],
             ..entry("safe.git-remote", &["git"])
         },
     },
@@ -2414,11 +2424,12 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
         entry: SafeEntry {
             style: Style::GnuExact,
             options: GIT_LOG_OPTIONS,
-            operands: "TEXT...",
+            // Any word may be a pathspec (`git reflog -p -- .env`): judged as reads.
+            operands: "READ...",
             numeric_option: true,
             check: Some(git_reflog_check),
             matches: &["git reflog", "git reflog show -5"],
-            not_matches: &["git reflog expire --all", "git reflog delete HEAD@{1}"],
+            not_matches: &["git reflog expire --all", "git reflog delete HEAD@{1}", "git reflog -p -- .env"],
             ..entry("safe.git-reflog", &["git"])
         },
     },
@@ -2552,7 +2563,12 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             operands: "TEXT?",
             check: Some(git_create_branch_check),
             matches: &["git switch -c feature/x"],
-            not_matches: &["git switch -f main", "git switch --discard-changes main", "git switch main"],
+            not_matches: &[
+                "git switch -f main",
+                "git switch --discard-changes main",
+                "git switch main",
+                "git switch -c review origin/pr-42",
+            ],
             ..entry("write.git-switch", &["git"])
         },
     },
@@ -2564,7 +2580,12 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             operands: "TEXT?",
             check: Some(git_create_branch_check),
             matches: &["git checkout -b feature/gate-tests"],
-            not_matches: &["git checkout -- .", "git checkout -f main", "git checkout -B x"],
+            not_matches: &[
+                "git checkout -- .",
+                "git checkout -f main",
+                "git checkout -B x",
+                "git checkout -b x origin/pr-42",
+            ],
             ..entry("write.git-checkout", &["git"])
         },
     },

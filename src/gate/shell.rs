@@ -612,6 +612,21 @@ impl Walker<'_> {
             );
             return;
         }
+        if let Some(at) = zsh_glob_qualifier(source) {
+            // zsh reads `!(…)` as the glob `!` with qualifiers, and the `e` qualifier runs
+            // code (`!(echo ';curl …|sh;'c)`); bash reads a negated subshell. No agent needs
+            // the bash form, so it is refused.
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                format!(
+                    "`{}` is a negated subshell to bash but a glob with qualifiers (which run code) to zsh",
+                    truncate_word(&source[at..])
+                ),
+            );
+            return;
+        }
         if has_empty_heredoc_delimiter(source) {
             // brush-parser 0.4's tokenizer loops forever on an empty here-document delimiter
             // followed by trailing blanks (`cat <<"" `, found by `cargo fuzz run shell`). No agent
@@ -1960,6 +1975,24 @@ fn rc_quotes_differ(word: &str) -> bool {
         index += 1;
     }
     false
+}
+
+/// Where an unquoted `!(` starts, if any: bash's negated subshell, zsh's glob qualifiers.
+fn zsh_glob_qualifier(source: &str) -> Option<usize> {
+    let bytes = source.as_bytes();
+    let (mut single, mut double) = (false, false);
+    let mut index = 0;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'\\' if !single => index += 1,
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            b'!' if !single && !double && bytes.get(index + 1) == Some(&b'(') => return Some(index),
+            _ => {}
+        }
+        index += 1;
+    }
+    None
 }
 
 /// A word shortened for a reason.
