@@ -532,6 +532,11 @@ impl Gate {
         });
         let raises = [
             (
+                part.arguments_from_input,
+                ReasonCode::DynamicCommand,
+                "takes more arguments from its input at run time (`xargs`): options and paths the gate cannot see",
+            ),
+            (
                 part.dynamic_args && !dynamic_only_as_text && unit.command_tier < Tier::High,
                 ReasonCode::DynamicCommand,
                 "has arguments only known at run time (variables, substitutions, brace expansion, `xargs` input)",

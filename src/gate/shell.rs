@@ -193,6 +193,10 @@ pub struct CommandPart {
     pub dynamic_program: bool,
     /// Arguments come from elsewhere at run time (`xargs`, `$VAR`).
     pub dynamic_args: bool,
+    /// Run by `xargs`: more arguments (options, paths, `{}` replacements) come from its input
+    /// at run time. Kept apart from `dynamic_args`, which is recomputed from the words left
+    /// when a wrapper is stripped.
+    pub arguments_from_input: bool,
     /// Runs under `sudo` / `doas`.
     pub privileged: bool,
     /// Files the command's redirections read or write (`None`: the target is only known at run time).
@@ -1549,6 +1553,7 @@ impl Walker<'_> {
                 "command" if part.args().iter().any(|arg| arg == "-v" || arg == "-V") => None,
                 "xargs" => {
                     part.dynamic_args = true;
+                    part.arguments_from_input = true;
                     // `xargs -a FILE` reads its arguments from FILE.
                     let args = part.args().to_vec();
                     for (index, arg) in args.iter().enumerate() {
