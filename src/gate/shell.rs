@@ -1279,13 +1279,24 @@ impl Walker<'_> {
                             format!("`{raw}` runs a command substitution inside a parameter expansion"),
                         );
                     }
-                    if raw == "$HOME" || raw == "${HOME}" {
+                    // zsh reads `$name[expr]` as a subscript and evaluates `expr` as arithmetic
+                    // (`"$PATH[PATH=0]"` assigns, `"$HOME[1]"` is `/`): a parameter followed
+                    // by `[` is a run-time value, never harmless text.
+                    let subscripted = source.as_bytes().get(piece.end_index) == Some(&b'[');
+                    // `~` stands for the home directory only at the start of a word and before
+                    // `/` or the end (`..$HOME/x` is `../home/dev/x`, not a file `..~/x`).
+                    let home_prefix =
+                        starts_word && matches!(source.as_bytes().get(piece.end_index), None | Some(b'/' | b'"'));
+                    if (raw == "$HOME" || raw == "${HOME}") && home_prefix && !subscripted {
                         out.text.push('~');
-                    } else if (raw == "$PWD" || raw == "${PWD}") && self.cwd.is_some() {
+                    } else if (raw == "$PWD" || raw == "${PWD}") && self.cwd.is_some() && !subscripted {
                         out.text.push_str(self.cwd.as_deref().unwrap_or(""));
                     } else {
                         out.text.push_str(raw);
                         out.dynamic = true;
+                        if subscripted {
+                            out.unsafe_dynamic = true;
+                        }
                     }
                 }
                 WordPiece::CommandSubstitution(inner) | WordPiece::BackquotedCommandSubstitution(inner) => {
