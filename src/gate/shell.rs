@@ -1285,11 +1285,14 @@ impl Walker<'_> {
                     let subscripted = source.as_bytes().get(piece.end_index) == Some(&b'[');
                     // `~` stands for the home directory only at the start of a word and before
                     // `/` or the end (`..$HOME/x` is `../home/dev/x`, not a file `..~/x`).
-                    let home_prefix =
-                        starts_word && matches!(source.as_bytes().get(piece.end_index), None | Some(b'/' | b'"'));
+                    let after = source.as_bytes().get(piece.end_index..).unwrap_or_default();
+                    let home_prefix = starts_word && matches!(after, [] | [b'/', ..] | [b'"'] | [b'"', b'/', ..]);
+                    // `$PWD` is known only when no earlier `cd` may have failed: a failed `cd`
+                    // leaves PWD where it was (`cd nope; cat "$PWD"/../x`).
+                    let pwd_known = self.cwd.is_some() && self.other_cwds.is_empty();
                     if (raw == "$HOME" || raw == "${HOME}") && home_prefix && !subscripted {
                         out.text.push('~');
-                    } else if (raw == "$PWD" || raw == "${PWD}") && self.cwd.is_some() && !subscripted {
+                    } else if (raw == "$PWD" || raw == "${PWD}") && pwd_known && !subscripted {
                         out.text.push_str(self.cwd.as_deref().unwrap_or(""));
                     } else {
                         out.text.push_str(raw);
