@@ -162,6 +162,23 @@ fn redirection(bytes: &[u8], body: &str, at: usize, fd: Option<ast::IoFd>) -> Op
     Some((ast::IoRedirect::File(fd, kind, target), next))
 }
 
+/// Ends the pipeline being built and joins it to the and-or list: its first pipeline, or the
+/// next after `&&` (`Some(true)`) or `||` (`Some(false)`). `None` when the operator is missing.
+fn close_pipeline(
+    pipeline: &mut Vec<ast::Command>,
+    and_or: &mut Option<ast::AndOrList>,
+    operator: Option<bool>,
+) -> Option<()> {
+    let finished = ast::Pipeline { timed: None, bang: false, seq: std::mem::take(pipeline) };
+    match (and_or.as_mut(), operator) {
+        (None, _) => *and_or = Some(ast::AndOrList { first: finished, additional: Vec::new() }),
+        (Some(list), Some(true)) => list.additional.push(ast::AndOr::And(finished)),
+        (Some(list), Some(false)) => list.additional.push(ast::AndOr::Or(finished)),
+        (Some(_), None) => return None,
+    }
+    Some(())
+}
+
 /// brush-parser's AST for `source`, when the line is in the plain subset; else `None`.
 pub(crate) fn parse(source: &str, max_operators: usize) -> Option<ast::Program> {
     let tokens = tokenize(source, max_operators)?;
@@ -213,13 +230,7 @@ pub(crate) fn parse(source: &str, max_operators: usize) -> Option<ast::Program> 
                     expect_command = true;
                     continue;
                 }
-                let finished = ast::Pipeline { timed: None, bang: false, seq: std::mem::take(&mut pipeline) };
-                match (and_or.as_mut(), pending_and_or.take()) {
-                    (None, _) => and_or = Some(ast::AndOrList { first: finished, additional: Vec::new() }),
-                    (Some(list), Some(true)) => list.additional.push(ast::AndOr::And(finished)),
-                    (Some(list), Some(false)) => list.additional.push(ast::AndOr::Or(finished)),
-                    (Some(_), None) => return None,
-                }
+                close_pipeline(&mut pipeline, &mut and_or, pending_and_or.take())?;
                 match token {
                     Token::And => {
                         pending_and_or = Some(true);
@@ -240,13 +251,7 @@ pub(crate) fn parse(source: &str, max_operators: usize) -> Option<ast::Program> 
     match command.take() {
         Some(simple) => {
             pipeline.push(ast::Command::Simple(simple));
-            let finished = ast::Pipeline { timed: None, bang: false, seq: std::mem::take(&mut pipeline) };
-            match (and_or.as_mut(), pending_and_or.take()) {
-                (None, _) => and_or = Some(ast::AndOrList { first: finished, additional: Vec::new() }),
-                (Some(list), Some(true)) => list.additional.push(ast::AndOr::And(finished)),
-                (Some(list), Some(false)) => list.additional.push(ast::AndOr::Or(finished)),
-                (Some(_), None) => return None,
-            }
+            close_pipeline(&mut pipeline, &mut and_or, pending_and_or.take())?;
             items.push(ast::CompoundListItem(and_or.take()?, ast::SeparatorOperator::Sequence));
         }
         // A line may end in `;` but not in `|`, `&&` or `||`.
