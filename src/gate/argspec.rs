@@ -27,7 +27,7 @@ pub enum Role {
     Text,
     /// A search pattern or filter: any value is harmless here.
     Pattern,
-    /// A script in the program's own language, vetted by the entry's script check (sed, jq).
+    /// A script in the program's own language, vetted by the entry's script check (sed, jq, awk).
     Script,
     /// A path-shaped argument whose reading is incidental (`test -f PATH`): judged as a read
     /// when it looks like a path.

@@ -8,6 +8,7 @@
 //! table entries and operator rules that matched, and stable reason codes.
 
 pub mod argspec;
+pub mod awk;
 pub mod expand;
 pub mod modes;
 pub mod paths;
@@ -405,9 +406,11 @@ impl Gate {
         // Codex's `local_shell` carries its own environment: anything beyond the harmless
         // variables can change what runs (`GIT_CONFIG_*`, `BASH_ENV`, `GIT_EXTERNAL_DIFF`).
         if let Some(environment) = call.input.get("env").filter(|value| !value.is_null()) {
-            let harmless = environment
-                .as_object()
-                .is_some_and(|variables| variables.keys().all(|name| shell::is_harmless_variable(name)));
+            let harmless = environment.as_object().is_some_and(|variables| {
+                variables
+                    .iter()
+                    .all(|(name, value)| value.as_str().is_some_and(|value| shell::is_harmless_assignment(name, value)))
+            });
             if !harmless {
                 let mut unit = Unit::new(Tier::High, ReasonCode::EnvironmentOverride);
                 unit.add(

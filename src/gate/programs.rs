@@ -257,6 +257,19 @@ fn skip_sed_address(command: &str) -> Option<&str> {
     Some(command.trim_start_matches(|c: char| c.is_ascii_digit() || c == '$' || c == '~'))
 }
 
+/// awk: the program (the first operand) must be in the subset of [`crate::gate::awk`].
+fn awk_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    for (word, role) in &parsed.operands {
+        if *role == Role::Script && !crate::gate::awk::program_is_safe(&args[*word]) {
+            return Err(format!(
+                "uses the awk program `{}`, which is outside the subset that only prints its input",
+                args[*word]
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// jq: the filter must not read the environment (`env`, `$ENV`) or input file names.
 fn jq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let reads_environment = |filter: &str| {
@@ -1666,6 +1679,33 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.sed", &["sed"])
     },
     SafeEntry {
+        // awk stops reading options at the program text (gawk's option string starts with `+`,
+        // mawk parses by hand), so later words are files: `Posix`. Only `-F` is declared: `-f`
+        // and `-i` read programs, `-v` assigns, `-l`/`-E`/`-W` load or run more.
+        style: Style::Posix,
+        options: &["-F TEXT"],
+        operands: "SCRIPT READ...",
+        check: Some(awk_check),
+        matches: &[
+            "awk -F, '{print $2}' data/sample.csv",
+            "awk '{s+=$1} END {print s}' sizes.txt",
+            "awk 'NR>1' a.csv",
+            "awk 'length > 80' src/main.rs",
+        ],
+        not_matches: &[
+            "awk 'BEGIN{system(\"id\")}'",
+            "awk '{print > \"/home/dev/.bashrc\"}' a",
+            "awk 'BEGIN{print ENVIRON[\"HOME\"]}'",
+            "awk -f prog.awk a.txt",
+            "awk -v x=1 '{print x}' a",
+            "awk '{print}' /home/dev/.ssh/id_rsa",
+            "awk '{print}' -F /home/dev/.ssh/id_rsa",
+            "awk '{print}' .env",
+            "awk '{print | \"sh\"}' a",
+        ],
+        ..entry("safe.awk", &["awk", "gawk", "mawk", "nawk"])
+    },
+    SafeEntry {
         // `sed -i` rewrites each operand: a write of exactly those files, judged by the path
         // rules, with the same script check. A backup suffix (`-i.bak`, `-in` is suffix `n`)
         // writes FILE+SUFFIX, a name the gate does not judge, so it is refused.
@@ -1911,6 +1951,9 @@ fn printf_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<
     }
 }
 
+/// Whether a printf format has a conversion that is not plain text. Allowlist: `%%`, and `%s`,
+/// `%b`, `%q` with only flags, a width and a precision written as digits. Anything else (`%d`,
+/// `%ld`, `%hd`, `%*s`, an unknown letter) may evaluate its argument as arithmetic in zsh.
 fn has_numeric_conversion(format: &str) -> bool {
     let mut rest = format;
     while let Some(at) = rest.find('%') {
@@ -1919,12 +1962,12 @@ fn has_numeric_conversion(format: &str) -> bool {
             rest = after;
             continue;
         }
-        let end = spec.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(spec.len());
-        let conversion = spec[end..].chars().next();
-        if spec[..end].contains('*') || conversion.is_some_and(|c| "diouxXeEfFgGaA".contains(c)) {
-            return true;
+        let end =
+            spec.find(|c: char| !matches!(c, '-' | '+' | ' ' | '#' | '0'..='9' | '.' | '\'')).unwrap_or(spec.len());
+        match spec[end..].chars().next() {
+            Some('s' | 'b' | 'q') => rest = &spec[end + 1..],
+            _ => return true,
         }
-        rest = &spec[end..];
     }
     false
 }

@@ -145,13 +145,40 @@ static WRAPPER_GRAMMARS: LazyLock<Vec<(&'static Wrapper, Grammar)>> = LazyLock::
         .collect()
 });
 
-/// A variable that may be set for a command without changing what it runs or where it reads.
-pub fn is_harmless_variable(name: &str) -> bool {
+/// Harmless variables that zsh keeps as integers: assigning one evaluates the value as
+/// arithmetic, which assigns in turn (`LINES=PATH=0` sets `PATH`). Only a number is harmless.
+const INTEGER_VARIABLES: [&str; 2] = ["COLUMNS", "LINES"];
+
+/// Whether setting `name` to `value` for a command changes neither what it runs nor where it
+/// reads: a harmless name, and for an integer variable a plain number.
+pub fn is_harmless_assignment(name: &str, value: &str) -> bool {
     HARMLESS_VARIABLES.contains(&name)
+        && (!INTEGER_VARIABLES.contains(&name)
+            || (!value.is_empty() && value.bytes().all(|byte| byte.is_ascii_digit())))
+        && (!LOCALE_VARIABLES.contains(&name) || is_utf8_locale(value))
+}
+
+/// Locale variables: the character set decides how bash and every program split bytes into
+/// characters. Big5, GBK, GB18030 and Shift_JIS take a backslash as the second byte of a
+/// character, so `"中\"` closes the string for bash in Big5 while the gate reads an escaped
+/// quote; a name with `/` is a path to locale files. Only `C`, `POSIX` and UTF-8 locales.
+const LOCALE_VARIABLES: [&str; 3] = ["LANG", "LC_ALL", "LC_CTYPE"];
+
+fn is_utf8_locale(value: &str) -> bool {
+    if matches!(value, "C" | "POSIX") {
+        return true;
+    }
+    let (name, codeset) = value.split_once('.').unwrap_or((value, ""));
+    let (codeset, modifier) = codeset.split_once('@').unwrap_or((codeset, ""));
+    let is_name = |text: &str| text.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
+    !name.is_empty()
+        && is_name(name)
+        && is_name(modifier)
+        && matches!(codeset.to_ascii_lowercase().as_str(), "utf-8" | "utf8")
 }
 
 fn harmless_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| HARMLESS_VARIABLES.contains(&name))
+    word.split_once('=').is_some_and(|(name, value)| is_harmless_assignment(name, value))
 }
 
 /// What is known about one word of a part after expansion.
@@ -605,6 +632,23 @@ impl Walker<'_> {
             );
             return;
         }
+        if let Some(at) = source.as_bytes().windows(2).position(|pair| pair[0] >= 0x80 && pair[1] == b'\\') {
+            // In Big5, GBK, GB18030 and Shift_JIS (the user's locale, or one set in the line) a
+            // backslash after a non-ASCII byte can be the second byte of a character, not an
+            // escape: `echo "中\" ; cmd` runs `cmd` there. Which it is depends on the host's
+            // locale, so such a line is refused.
+            let start = (0..=at).rev().find(|index| source.is_char_boundary(*index)).unwrap_or(0);
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!(
+                    "`{}` puts a backslash after a non-ASCII character, which some locales read as part of the character",
+                    truncate_word(&source[start..])
+                ),
+            );
+            return;
+        }
         if source.contains("<<") && source.contains("\\\n") {
             // bash joins `E\⏎OF` into the end marker `EOF`; brush-parser does not, so a line
             // bash runs would look like here-document text (red-team finding). Refused.
@@ -616,18 +660,22 @@ impl Walker<'_> {
             );
             return;
         }
-        if let Some(at) = zsh_glob_qualifier(source) {
+        if let Some((at, construct)) = zsh_only_construct(source) {
             // zsh reads `!(…)` as the glob `!` with qualifiers, and the `e` qualifier runs
-            // code (`!(echo ';curl …|sh;'c)`); bash reads a negated subshell. No agent needs
-            // the bash form, so it is refused.
+            // code (`!(echo ';curl …|sh;'c)`); bash reads a negated subshell. zsh reads
+            // `<->` and `<1-99>` as a glob of numbers (`id_ed<->''` matches `id_ed25519`);
+            // bash reads redirections. No agent needs the bash forms, so they are refused.
+            let meaning = match construct {
+                ZshConstruct::GlobQualifier => {
+                    "is a negated subshell to bash but a glob with qualifiers (which run code) to zsh"
+                }
+                ZshConstruct::NumericRange => "is a redirection to bash but a glob of numbers to zsh",
+            };
             self.finding(
                 ReasonCode::OpaqueExecution,
                 Tier::High,
                 None,
-                format!(
-                    "`{}` is a negated subshell to bash but a glob with qualifiers (which run code) to zsh",
-                    truncate_word(&source[at..])
-                ),
+                format!("`{}` {meaning}", truncate_word(&source[at..])),
             );
             return;
         }
@@ -926,7 +974,10 @@ impl Walker<'_> {
                 let environment_like = name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
                 // zsh ties lowercase arrays to the search paths: `for path in d` sets PATH.
                 let zsh_tied = matches!(name, "path" | "fpath" | "cdpath" | "manpath" | "mailpath" | "module_path");
-                if (environment_like || zsh_tied) && !HARMLESS_VARIABLES.contains(&name) {
+                let harmless = HARMLESS_VARIABLES.contains(&name)
+                    && !INTEGER_VARIABLES.contains(&name)
+                    && !LOCALE_VARIABLES.contains(&name);
+                if (environment_like || zsh_tied) && !harmless {
                     // `for HOME in …`, `for PATH in …` change what later commands run.
                     self.finding(
                         ReasonCode::EnvironmentOverride,
@@ -1501,7 +1552,11 @@ impl Walker<'_> {
                         let expanded = self.expand_one(&word.value, depth);
                         substituted_fetch |= expanded.fetched;
                         let harmless = match &assignment.name {
-                            ast::AssignmentName::VariableName(name) => HARMLESS_VARIABLES.contains(&name.as_str()),
+                            ast::AssignmentName::VariableName(name) => {
+                                // The word is the whole `NAME=value`.
+                                let value = expanded.text.split_once('=').map_or("", |(_, value)| value);
+                                is_harmless_assignment(name.as_str(), value)
+                            }
                             ast::AssignmentName::ArrayElementName(..) => false,
                         };
                         // A value only known at run time may be anything, even in a harmless name.
@@ -1914,13 +1969,31 @@ impl Walker<'_> {
                 return;
             }
             self.cwd = match (part.program(), target) {
-                ("popd", _) => None,
+                // `popd`, and `pushd` alone, move along a directory stack the gate does not keep.
+                ("popd", _) | ("pushd", None) => None,
                 (_, None) => Some(paths::normalize(self.home)),
                 (_, Some(_)) if part.dynamic_args || part.arg_flags().iter().any(|flags| flags.glob) => None,
+                // A relative name not starting with `./` or `../` is searched along the user's
+                // `CDPATH` (bash tries it before the current directory), and with `cdable_vars`
+                // (bash) or `CDABLE_VARS` (zsh) a name that is not a directory is a variable
+                // or a named directory (`cd HOME` is `cd ~`). The host's shell brings the
+                // user's environment and options, so the directory is unknown.
+                (_, Some(target)) if cd_searches(target) => None,
                 (_, Some(target)) => paths::resolve(target, self.cwd.as_deref(), self.home),
             };
         }
     }
+}
+
+/// Whether `cd TARGET` may go somewhere other than TARGET under the current directory:
+/// a relative name that does not start with `./` or `../` (see the `cd` arm above).
+fn cd_searches(target: &str) -> bool {
+    !(target.starts_with('/')
+        || target.starts_with('~')
+        || target == "."
+        || target == ".."
+        || target.starts_with("./")
+        || target.starts_with("../"))
 }
 
 /// Command separators (`;`, `&`, `|`, newline) outside quotes and escapes: an upper bound on
@@ -1996,8 +2069,17 @@ fn rc_quotes_differ(word: &str) -> bool {
     false
 }
 
-/// Where an unquoted `!(` starts, if any: bash's negated subshell, zsh's glob qualifiers.
-fn zsh_glob_qualifier(source: &str) -> Option<usize> {
+/// Text that bash and zsh read as different constructs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ZshConstruct {
+    /// `!(`: bash's negated subshell, zsh's glob `!` with qualifiers.
+    GlobQualifier,
+    /// `<->`, `<1-99>`: bash's redirections, zsh's glob of numbers.
+    NumericRange,
+}
+
+/// Where the first unquoted construct that zsh reads differently from bash starts, if any.
+fn zsh_only_construct(source: &str) -> Option<(usize, ZshConstruct)> {
     let bytes = source.as_bytes();
     let (mut single, mut double) = (false, false);
     let mut index = 0;
@@ -2006,12 +2088,28 @@ fn zsh_glob_qualifier(source: &str) -> Option<usize> {
             b'\\' if !single => index += 1,
             b'\'' if !double => single = !single,
             b'"' if !single => double = !double,
-            b'!' if !single && !double && bytes.get(index + 1) == Some(&b'(') => return Some(index),
+            b'!' if !single && !double && bytes.get(index + 1) == Some(&b'(') => {
+                return Some((index, ZshConstruct::GlobQualifier));
+            }
+            b'<' if !single && !double && is_numeric_range(&bytes[index + 1..]) => {
+                return Some((index, ZshConstruct::NumericRange));
+            }
             _ => {}
         }
         index += 1;
     }
     None
+}
+
+/// Whether `rest` (the text after a `<`) is `digits-digits>`, either run of digits optional.
+fn is_numeric_range(rest: &[u8]) -> bool {
+    let digits = |from: usize| rest[from..].iter().take_while(|byte| byte.is_ascii_digit()).count();
+    let first = digits(0);
+    if rest.get(first) != Some(&b'-') {
+        return false;
+    }
+    let second = digits(first + 1);
+    rest.get(first + 1 + second) == Some(&b'>')
 }
 
 /// A word shortened for a reason.

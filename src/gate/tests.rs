@@ -218,6 +218,44 @@ fn shell_parts_are_each_judged_strictest_wins() {
     assert!(outcome.reason().unwrap().contains("safe.find"));
 }
 
+/// Where the host's shell options, environment or locale decide what a line means, the gate
+/// keeps only the forms every setting reads alike (red-team rounds 17 and 18).
+#[test]
+fn host_settings_do_not_change_an_allowed_line() {
+    let gate = gate();
+    for allowed in [
+        "cd ./src && ls",
+        "cd /workspace/src && cat main.rs",
+        "LANG=C.UTF-8 ls",
+        "LC_ALL=en_US.utf8 sort a.txt",
+        "COLUMNS=120 ls",
+        "printf '%s %5.2s %q\\n' a b c",
+        "echo 'h\u{e9}llo'",
+        "awk -F, '{print $2}' data.csv",
+    ] {
+        assert_eq!(bash(&gate, allowed).action, GateAction::Allow, "{allowed}");
+    }
+    for refused in [
+        // CDPATH and cdable_vars: a bare relative name may go anywhere.
+        "cd src && ls",
+        "cd HOME && cat .bashrc",
+        "pushd /tmp && pushd && ls",
+        // Locales whose characters swallow a backslash, and locale paths.
+        "LC_ALL=zh_TW.BIG5 ls",
+        "LANG=zh_TW ls",
+        "LC_CTYPE=/workspace/locale ls",
+        "echo \"\u{4e2d}\\\" ; id ; #\"",
+        // zsh integer variables, numeric globs, printf length modifiers.
+        "COLUMNS=PATH=0 ls",
+        "for LINES in 1; do :; done",
+        "cat id_ed<->''",
+        "printf '%ld' PATH=0",
+        "printf '%*s' PATH=0 x",
+    ] {
+        assert_ne!(bash(&gate, refused).action, GateAction::Allow, "{refused}");
+    }
+}
+
 #[test]
 fn reasons_name_the_rule() {
     let gate = gate();

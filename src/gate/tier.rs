@@ -226,7 +226,8 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             spec("apply_patch", WRITE, ArgumentSpec { patch: Some("input".to_owned()), ..none() }),
             spec("read_file", READ, reads(&["file_path"])),
             spec("list_dir", READ, reads(&["dir_path"])),
-            spec("grep_files", READ, reads(&["path"])),
+            // ripgrep too: `include` is one `--glob`, which overrides hidden and ignore rules.
+            spec("grep_files", READ, ArgumentSpec { search_globs: vec!["include".to_owned()], ..reads(&["path"]) }),
             spec("view_image", READ, reads(&["path"])),
             spec("update_plan", READ, none()),
             spec("web_search", OPEN_READ, none()),
