@@ -135,13 +135,7 @@ fn tokenize(program: &str) -> Option<Vec<Token<'_>>> {
                 index += 1;
                 loop {
                     match bytes.get(index)? {
-                        b'\\' => {
-                            // An escaped newline continues the string in some awks: refused.
-                            if matches!(bytes.get(index + 1)?, b'\n' | b'\r') {
-                                return None;
-                            }
-                            index += 2;
-                        }
+                        b'\\' => index = after_escape(bytes, index)?,
                         b'"' => break,
                         b'\n' | b'\r' => return None,
                         _ => index += 1,
@@ -161,10 +155,7 @@ fn tokenize(program: &str) -> Option<Vec<Token<'_>>> {
                 loop {
                     match bytes.get(index)? {
                         b'\\' => {
-                            if matches!(bytes.get(index + 1)?, b'\n' | b'\r') {
-                                return None;
-                            }
-                            index += 2;
+                            index = after_escape(bytes, index)?;
                             continue;
                         }
                         b'\n' | b'\r' => return None,
@@ -205,6 +196,15 @@ fn tokenize(program: &str) -> Option<Vec<Token<'_>>> {
         }
     }
     Some(tokens)
+}
+
+/// The index after the escape that starts at `bytes[at]` (a backslash). An escaped newline
+/// continues the string or regex in some awks and not others: `None`, refused.
+fn after_escape(bytes: &[u8], at: usize) -> Option<usize> {
+    if matches!(bytes.get(at + 1)?, b'\n' | b'\r') {
+        return None;
+    }
+    Some(at + 2)
 }
 
 /// Whether the lexer, after `previous`, reads `/` as the start of a regex literal. After an

@@ -199,7 +199,7 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
     };
     let mut add = |code, tier| findings.push(PathFinding { code, tier, path: resolved.to_owned() });
 
-    if harmless_device(resolved, access) {
+    if harmless_device(resolved, access) || (access == Access::Read && public_file(resolved, &workspace.home)) {
         return findings;
     }
     if process_secret(resolved) {
@@ -256,6 +256,34 @@ fn harmless_device(path: &str, access: Access) -> bool {
             .strip_prefix("/dev/fd/")
             .is_some_and(|fd| !fd.is_empty() && fd.bytes().all(|byte| byte.is_ascii_digit())),
     }
+}
+
+/// Files outside the workspace that are public by design, readable by every user and holding
+/// no credential: the OS release files (freedesktop `os-release(5)`), the host table, kernel
+/// and hardware summaries, and an SSH public key (`~/.ssh/NAME.pub`, the half that is handed
+/// out; the agent cannot write there, so it cannot plant one).
+const PUBLIC_SYSTEM_FILES: [&str; 14] = [
+    "/etc/os-release",
+    "/usr/lib/os-release",
+    "/etc/lsb-release",
+    "/etc/debian_version",
+    "/etc/alpine-release",
+    "/etc/redhat-release",
+    "/etc/hosts",
+    "/etc/timezone",
+    "/etc/shells",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/version",
+    "/proc/loadavg",
+    "/proc/uptime",
+];
+
+fn public_file(path: &str, home: &str) -> bool {
+    PUBLIC_SYSTEM_FILES.contains(&path)
+        || home_relative(path, home).and_then(|rest| rest.strip_prefix(".ssh/")).is_some_and(|name| {
+            name.len() > ".pub".len() && name.ends_with(".pub") && !name.contains('/') && !name.starts_with('.')
+        })
 }
 
 fn home_relative<'a>(path: &'a str, home: &str) -> Option<&'a str> {

@@ -164,6 +164,19 @@ fn file_tools_are_judged_by_their_paths() {
     assert_eq!(missing.action, GateAction::Classify);
     let no_cwd = gate.evaluate(&call("Edit", json!({ "file_path": "src/lib.rs" })), CallContext { cwd: None });
     assert_eq!(no_cwd.tier, Tier::High);
+    // Public files outside the workspace are readable; nothing else next to them is.
+    for public in ["/etc/hosts", "/etc/os-release", "/home/dev/.ssh/id_ed25519.pub", "/proc/cpuinfo"] {
+        let read = gate.evaluate(&call("Read", json!({ "file_path": public })), context);
+        assert_eq!(read.action, GateAction::Allow, "{public}");
+        let write = gate.evaluate(&call("Write", json!({ "file_path": public, "content": "x" })), context);
+        assert_ne!(write.action, GateAction::Allow, "{public}");
+    }
+    for private in
+        ["/etc/shadow", "/home/dev/.ssh/.pub", "/home/dev/.ssh/keys/a.pub", "/etc/hosts.allow", "/proc/self/environ"]
+    {
+        let read = gate.evaluate(&call("Read", json!({ "file_path": private })), context);
+        assert_ne!(read.action, GateAction::Allow, "{private}");
+    }
 }
 
 #[test]
