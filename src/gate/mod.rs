@@ -161,6 +161,10 @@ struct Unit {
     /// Hashes of `(path, is a write, base)` already judged for this unit, when `memo` is on.
     judged: std::collections::HashSet<u64>,
     memo: bool,
+    /// A redirection in the line opens a file onto a descriptor, so `/dev/fd/N`, `/dev/stdin`,
+    /// `/dev/stdout` and `/dev/stderr` may name that file (opening one reopens the file behind
+    /// the descriptor, for writing too, or a directory).
+    descriptors_may_be_files: bool,
     /// The least strict action the unit may get, unless an operator `allow` rule covers it.
     floor: GateAction,
 }
@@ -177,6 +181,7 @@ impl Unit {
             command_code,
             judged: std::collections::HashSet::new(),
             memo: false,
+            descriptors_may_be_files: false,
             floor: GateAction::Allow,
         }
     }
@@ -463,8 +468,15 @@ impl Gate {
             units.push(unit);
         }
         let mut written = false;
+        let descriptors_may_be_files = analysis.parts.iter().any(|part| {
+            part.redirects
+                .iter()
+                .any(|(target, _)| target.as_deref().is_none_or(|target| !paths::is_stream_device(target)))
+        });
         for part in &analysis.parts {
-            units.push(self.part_unit(part, structural, workspace, &mut written));
+            let mut unit = self.part_unit(part, structural, workspace, &mut written, descriptors_may_be_files);
+            unit.descriptors_may_be_files = false;
+            units.push(unit);
         }
         units
     }
@@ -472,7 +484,14 @@ impl Gate {
     /// Judges one shell part. `written` says whether an earlier part of the same command
     /// writes a file (git must not read a repository or configuration the line itself made);
     /// it is updated for the parts after this one.
-    fn part_unit(&self, part: &CommandPart, structural: Tier, workspace: &Workspace, written: &mut bool) -> Unit {
+    fn part_unit(
+        &self,
+        part: &CommandPart,
+        structural: Tier,
+        workspace: &Workspace,
+        written: &mut bool,
+        descriptors_may_be_files: bool,
+    ) -> Unit {
         let display = || part.display();
         let home = workspace.home();
         let mut unit: Unit;
@@ -564,6 +583,7 @@ impl Gate {
                 unit.add(code, display(), detail, None);
             }
         }
+        unit.descriptors_may_be_files = descriptors_may_be_files;
         for (target, redirect_access) in &part.redirects {
             match target {
                 Some(target) => {
@@ -602,6 +622,16 @@ impl Gate {
             Some((entry, grammar, parsed)) => {
                 self.judge_known_words(&mut unit, part, entry, grammar, parsed, &bases, workspace);
                 if part.program() == "git" {
+                    if entry.runs_repository_hooks {
+                        unit.command_tier = unit.command_tier.max(Tier::High);
+                        unit.command_code = ReasonCode::OpaqueExecution;
+                        unit.add(
+                            ReasonCode::OpaqueExecution,
+                            part.display(),
+                            "runs the repository's hooks, which the gate cannot see and which often run files the agent can edit (`npm test`, lint-staged)",
+                            Some(entry.id.to_owned()),
+                        );
+                    }
                     self.judge_git_repository(&mut unit, part, workspace, *written);
                     self.judge_git_operands(&mut unit, part, parsed, &bases, workspace);
                 }
@@ -678,6 +708,25 @@ impl Gate {
                         None,
                     );
                     return;
+                }
+            }
+            // `cp -P`/`cp -r` copy a symlink as a link (`/dev/stdin` is one, to
+            // `/proc/self/fd/0`, and so are many system files), and `mv` renames device nodes
+            // (`mv /dev/null x`): every path a copy or move names lies in the workspace, with no
+            // exception for harmless devices, so the gate never creates a link or moves a device.
+            if entry.copies_into_directory && matches!(role, Role::Read | Role::Write) {
+                for base in bases {
+                    let outside = paths::resolve(value, *base, workspace.home())
+                        .is_none_or(|resolved| !workspace.contains(&resolved));
+                    if outside {
+                        unit.path_tier = unit.path_tier.max(Tier::High);
+                        unit.add(
+                            ReasonCode::PathOutsideWorkspace,
+                            value,
+                            "is copied or moved outside the workspace: a device or system file may be a symlink or a device node, which the copy or move would recreate",
+                            None,
+                        );
+                    }
                 }
             }
             match role {
@@ -887,6 +936,15 @@ impl Gate {
             );
         }
         let resolved = paths::resolve(raw, base, workspace.home());
+        if unit.descriptors_may_be_files && resolved.as_deref().is_some_and(paths::is_descriptor_path) {
+            unit.path_tier = unit.path_tier.max(Tier::High);
+            unit.add(
+                ReasonCode::DynamicCommand,
+                raw,
+                "names a descriptor that a redirection in the same command opened on a file: opening it reopens that file, for writing too",
+                None,
+            );
+        }
         for finding in paths::judge_resolved(raw, resolved.as_deref(), access, workspace) {
             unit.path_tier = unit.path_tier.max(finding.tier);
             let rule = (finding.code == ReasonCode::CriticalCommand).then(|| {

@@ -246,6 +246,18 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
     findings
 }
 
+/// A descriptor path: opening it opens whatever the descriptor refers to again.
+pub fn is_descriptor_path(path: &str) -> bool {
+    matches!(path, "/dev/stdin" | "/dev/stdout" | "/dev/stderr" | "/dev/fd") || path.starts_with("/dev/fd/")
+}
+
+/// A redirection target that opens no file onto the descriptor: a device that is only a
+/// stream, or another descriptor path.
+pub fn is_stream_device(target: &str) -> bool {
+    matches!(target, "/dev/null" | "/dev/zero" | "/dev/urandom" | "/dev/random" | "/dev/tty")
+        || is_descriptor_path(target)
+}
+
 fn harmless_device(path: &str, access: Access) -> bool {
     match path {
         "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" => true,

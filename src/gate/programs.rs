@@ -56,6 +56,10 @@ pub struct SafeEntry {
     /// `cp`/`mv`: a destination that is a directory receives `DEST/basename(SOURCE)`, which is
     /// judged as a write too (`cp templates/CLAUDE.md .` writes `./CLAUDE.md`).
     pub copies_into_directory: bool,
+    /// git runs the repository's hooks (`pre-commit`, `post-checkout`,
+    /// `reference-transaction`…), which the gate cannot see and which commonly run files the
+    /// agent can edit (husky's `npm test`, lint-staged's config, the tests themselves).
+    pub runs_repository_hooks: bool,
     /// `TEXT` operands may be values only known at run time, when they are one quoted word
     /// made of non-secret variables (`"$SHELL"`) and command substitutions judged on their own
     /// (`"$(git rev-parse HEAD)"`): whatever the value, the program only prints it.
@@ -80,6 +84,7 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         narrow: false,
         cluster_values_follow: false,
         copies_into_directory: false,
+        runs_repository_hooks: false,
         run_time_text: false,
         matches: &[],
         not_matches: &[],
@@ -2583,6 +2588,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "git commit --amend",
                 "git commit --no-ver -m x",
             ],
+            runs_repository_hooks: true,
             ..entry("write.git-commit", &["git"])
         },
     },
@@ -2595,6 +2601,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
             check: Some(git_stash_push_check),
             matches: &["git stash", "git stash push -m wip"],
             not_matches: &["git stash clear", "git stash -a", "git stash -u", "git stash push --include-untracked"],
+            runs_repository_hooks: true,
             ..entry("write.git-stash", &["git"])
         },
     },
@@ -2612,6 +2619,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "git switch main",
                 "git switch -c review origin/pr-42",
             ],
+            runs_repository_hooks: true,
             ..entry("write.git-switch", &["git"])
         },
     },
@@ -2629,6 +2637,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "git checkout -B x",
                 "git checkout -b x origin/pr-42",
             ],
+            runs_repository_hooks: true,
             ..entry("write.git-checkout", &["git"])
         },
     },

@@ -33,6 +33,13 @@ fn every_known_safe_entry_matches_its_examples() {
                 "{}: `{example}` should match; got {outcome:#?}",
                 entry.id
             );
+            if entry.runs_repository_hooks {
+                // The entry names the command precisely, but the hooks it runs keep it from
+                // being allowed on its own.
+                assert_eq!(outcome.action, GateAction::Classify, "{}: `{example}` runs hooks", entry.id);
+                assert_eq!(outcome.primary, ReasonCode::OpaqueExecution, "{}: `{example}`", entry.id);
+                continue;
+            }
             assert_eq!(outcome.action, GateAction::Allow, "{}: `{example}` should be allowed in auto mode", entry.id);
             assert!(outcome.tier >= entry.tier && outcome.tier <= Tier::Medium, "{}: `{example}`", entry.id);
         }
@@ -245,6 +252,9 @@ fn host_settings_do_not_change_an_allowed_line() {
         "printf '%s %5.2s %q\\n' a b c",
         "echo 'h\u{e9}llo'",
         "awk -F, '{print $2}' data.csv",
+        "echo done > /dev/stderr",
+        "diff <(sort a.txt) <(sort b.txt)",
+        "cat /etc/hosts",
     ] {
         assert_eq!(bash(&gate, allowed).action, GateAction::Allow, "{allowed}");
     }
@@ -264,6 +274,18 @@ fn host_settings_do_not_change_an_allowed_line() {
         "cat id_ed<->''",
         "printf '%ld' PATH=0",
         "printf '%*s' PATH=0 x",
+        // A descriptor path after a redirection opened a file on a descriptor (round 19).
+        "cat notes.json 3<.claude/settings.json >/dev/fd/3",
+        "sort -o /dev/stdout a.txt 1<CLAUDE.md",
+        "diff /dev/fd/3 apps/web 3<.",
+        // Copies from outside the workspace may copy a link; hooks run on commit.
+        "cp -P /dev/stdin d/X",
+        "cp -r /dev/stdout d/X",
+        "cp /etc/hosts hosts.txt",
+        "mv /dev/null x",
+        "mv a.txt /dev/null",
+        "git commit -m wip",
+        "git checkout -b topic",
     ] {
         assert_ne!(bash(&gate, refused).action, GateAction::Allow, "{refused}");
     }
