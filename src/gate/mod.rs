@@ -161,9 +161,10 @@ struct Unit {
     /// Hashes of `(path, is a write, base)` already judged for this unit, when `memo` is on.
     judged: std::collections::HashSet<u64>,
     memo: bool,
-    /// A redirection in the line opens a file onto a descriptor, so `/dev/fd/N`, `/dev/stdin`,
-    /// `/dev/stdout` and `/dev/stderr` may name that file (opening one reopens the file behind
-    /// the descriptor, for writing too, or a directory).
+    /// `/dev/fd/N`, `/dev/stdin`, `/dev/stdout` and `/dev/stderr` may name a file (opening one
+    /// reopens the file behind the descriptor, for writing too, or a directory): in a shell
+    /// line, when a redirection opens a file onto a descriptor; for a file tool always, since
+    /// the host process's descriptors (its own protocol stream) are unknown.
     descriptors_may_be_files: bool,
     /// The least strict action the unit may get, unless an operator `allow` rule covers it.
     floor: GateAction,
@@ -181,7 +182,7 @@ impl Unit {
             command_code,
             judged: std::collections::HashSet::new(),
             memo: false,
-            descriptors_may_be_files: false,
+            descriptors_may_be_files: true,
             floor: GateAction::Allow,
         }
     }

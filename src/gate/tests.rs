@@ -178,6 +178,13 @@ fn file_tools_are_judged_by_their_paths() {
         let write = gate.evaluate(&call("Write", json!({ "file_path": public, "content": "x" })), context);
         assert_ne!(write.action, GateAction::Allow, "{public}");
     }
+    // The host's own descriptors: a file tool writing `/dev/stdout` writes into its protocol.
+    for descriptor in ["/dev/stdout", "/dev/fd/1", "/dev/stdin"] {
+        let write = gate.evaluate(&call("Write", json!({ "file_path": descriptor, "content": "x" })), context);
+        assert_ne!(write.action, GateAction::Allow, "{descriptor}");
+        let read = gate.evaluate(&call("Read", json!({ "file_path": descriptor })), context);
+        assert_ne!(read.action, GateAction::Allow, "{descriptor}");
+    }
     for private in
         ["/etc/shadow", "/home/dev/.ssh/.pub", "/home/dev/.ssh/keys/a.pub", "/etc/hosts.allow", "/proc/self/environ"]
     {

@@ -143,8 +143,10 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
                 READ,
                 ArgumentSpec { search_globs: vec!["glob".to_owned(), "type".to_owned()], ..reads(&["path"]) },
             ),
-            // Code intelligence through a language server: reads the file it points at.
-            spec("LSP", READ, reads(&["filePath"])),
+            // Code intelligence through a language server, which runs project code to answer
+            // (rust-analyzer runs `build.rs` and proc macros, tsserver loads plugins named in
+            // `tsconfig.json`), code the agent may have written: judged as running code.
+            spec("LSP", EXECUTE, reads(&["filePath"])),
             spec("Edit", WRITE, writes(&["file_path"])),
             spec("Write", WRITE, writes(&["file_path"])),
             spec("NotebookEdit", WRITE, writes(&["notebook_path"])),
@@ -265,7 +267,7 @@ mod tests {
             ("WebSearch", Tier::High),
             ("ExitPlanMode", Tier::High),
             ("EnterPlanMode", Tier::Low),
-            ("LSP", Tier::Low),
+            ("LSP", Tier::High),
             ("TaskCreate", Tier::Low),
             ("RemoteTrigger", Tier::High),
             ("SendMessage", Tier::High),
