@@ -842,6 +842,10 @@ impl Gate {
             let operand = args[*word].as_str();
             let problem = if operand.starts_with(':') {
                 Some("is an index path or pathspec magic, which git matches its own way")
+            } else if colon_inside_braces(operand) {
+                // git skips a `:` inside `@{…}` and `^{…}` when it splits `REV:PATH`
+                // (`HEAD@{10:00}:.npmrc`), so where the path starts is git's call.
+                Some("is a revision with braces and a colon, where git may split off a different path")
             } else if operand.contains(['*', '?', '[', '\\']) {
                 // git reads `\` as a pattern escape too: `\.npmrc` matches `.npmrc`.
                 Some("is a pathspec pattern, which may match credential files (git's `*` also matches dotfiles)")
@@ -854,6 +858,7 @@ impl Gate {
                 unit.add(ReasonCode::CredentialPath, operand.to_owned(), problem, None);
                 continue;
             }
+            // No `:` sits inside braces (refused above), so the first `:` is git's split.
             if let Some((_, path)) = operand.split_once(':').filter(|(_, path)| !path.is_empty()) {
                 for base in bases {
                     self.judge_path(unit, path, Access::Read, *base, workspace);
@@ -1359,6 +1364,21 @@ pub fn call(name: &str, input: Value) -> PendingCall {
         _ => Map::new(),
     };
     PendingCall { id: "call".to_owned(), name: name.to_owned(), input, annotations: None }
+}
+
+/// Whether a `:` sits inside `{…}` in a git operand (`HEAD@{10:00}:x`, `HEAD^{/fix: y}`): git
+/// skips it when splitting `REV:PATH`, so the first `:` is not where the path starts.
+fn colon_inside_braces(operand: &str) -> bool {
+    let mut depth = 0usize;
+    for byte in operand.bytes() {
+        match byte {
+            b'{' => depth += 1,
+            b'}' => depth = depth.saturating_sub(1),
+            b':' if depth > 0 => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 #[cfg(test)]

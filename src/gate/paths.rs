@@ -197,6 +197,15 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
         });
         return findings;
     };
+    // Case-insensitive file systems (macOS's default APFS) fold a few non-ASCII letters onto
+    // ASCII ones (`.claude/ſettings.json` is `.claude/settings.json`): the rules see the fold.
+    let folded;
+    let resolved = if resolved.is_ascii() {
+        resolved
+    } else {
+        folded = fold_onto_ascii(resolved);
+        folded.as_str()
+    };
     let mut add = |code, tier| findings.push(PathFinding { code, tier, path: resolved.to_owned() });
 
     if harmless_device(resolved, access) || (access == Access::Read && public_file(resolved, &workspace.home)) {
@@ -244,6 +253,26 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
         add(code, Tier::High);
     }
     findings
+}
+
+/// Replaces the characters whose Unicode case folding is ASCII (long s, the Kelvin sign, the
+/// Latin ligatures) by that ASCII text; other characters are kept.
+fn fold_onto_ascii(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            '\u{17F}' => out.push('s'),
+            '\u{212A}' => out.push('k'),
+            '\u{FB00}' => out.push_str("ff"),
+            '\u{FB01}' => out.push_str("fi"),
+            '\u{FB02}' => out.push_str("fl"),
+            '\u{FB03}' => out.push_str("ffi"),
+            '\u{FB04}' => out.push_str("ffl"),
+            '\u{FB05}' | '\u{FB06}' => out.push_str("st"),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// A descriptor path: opening it opens whatever the descriptor refers to again.

@@ -262,6 +262,7 @@ fn host_settings_do_not_change_an_allowed_line() {
         "echo done > /dev/stderr",
         "diff <(sort a.txt) <(sort b.txt)",
         "cat /etc/hosts",
+        "git show HEAD@{1}:src/main.rs",
     ] {
         assert_eq!(bash(&gate, allowed).action, GateAction::Allow, "{allowed}");
     }
@@ -293,6 +294,14 @@ fn host_settings_do_not_change_an_allowed_line() {
         "mv a.txt /dev/null",
         "git commit -m wip",
         "git checkout -b topic",
+        // git skips a `:` inside braces when it splits REV:PATH (round 20).
+        "git show 'HEAD@{10:00}:.npmrc'",
+        "git cat-file -p 'HEAD^{/fix: x}:secrets/prod.json'",
+        // Letters a case-insensitive file system folds onto ASCII.
+        "echo x > .claude/\u{17F}ettings.json",
+        "echo x > AGENT\u{17F}.md",
+        "cat deploy/id_r\u{17F}a",
+        "echo x > .\u{212A}ube/config",
     ] {
         assert_ne!(bash(&gate, refused).action, GateAction::Allow, "{refused}");
     }
