@@ -23,8 +23,13 @@ pub enum Role {
     Read,
     /// A file or directory the program writes or creates (judged as a write).
     Write,
-    /// Text with no effect beyond the output: a number, a format, a name, printed words.
+    /// Text with no effect beyond the output: a format, a name, printed words.
     Text,
+    /// A number (`NUM`): like text, but an option's value must look like one (`5`, `+5`,
+    /// `-10`, `1.5`, `10K`, `2,4`, `1-3`). A value that does not means the program reads the
+    /// word differently from the declaration (GNU `diff --unified` takes a value only when
+    /// attached, so `diff --unified ~/.ssh/id_rsa /dev/null` reads the key): refused.
+    Number,
     /// A search pattern or filter: any value is harmless here.
     Pattern,
     /// A script in the program's own language, vetted by the entry's script check (sed, jq, awk).
@@ -39,7 +44,8 @@ impl Role {
         Some(match text {
             "READ" | "FILE" | "DIR" => Role::Read,
             "WRITE" => Role::Write,
-            "TEXT" | "NUM" => Role::Text,
+            "TEXT" => Role::Text,
+            "NUM" => Role::Number,
             "PATTERN" => Role::Pattern,
             "SCRIPT" => Role::Script,
             "PATH" => Role::MaybeRead,
@@ -193,6 +199,7 @@ pub enum Refusal {
     Ambiguous(String),
     MissingValue(String),
     UnexpectedValue(String),
+    NotANumber(String, String),
     Operands(usize),
 }
 
@@ -203,6 +210,9 @@ impl fmt::Display for Refusal {
             Refusal::Ambiguous(option) => write!(f, "the option `{option}`, an ambiguous abbreviation"),
             Refusal::MissingValue(option) => write!(f, "the option `{option}` without its value"),
             Refusal::UnexpectedValue(option) => write!(f, "the switch `{option}` with a value"),
+            Refusal::NotANumber(option, value) => {
+                write!(f, "the option `{option}` with `{value}`, which is not a number")
+            }
             Refusal::Operands(count) => write!(f, "{count} operands, which its grammar does not accept"),
         }
     }
@@ -425,9 +435,26 @@ impl Grammar {
                 }
             }
         }
+        if let Some((value, _)) =
+            given.values.iter().find(|(value, role)| *role == Role::Number && !looks_numeric(value))
+        {
+            return Err(Refusal::NotANumber(spec.name(), value.clone()));
+        }
         parsed.options.push(given);
         Ok(next)
     }
+}
+
+/// A number as options take them: an optional sign, digits, then digits, `.`, `,`, `-`, `:`
+/// and unit letters, with no letter right after a `.` (so never a file name with an
+/// extension, such as `1.pem`).
+fn looks_numeric(value: &str) -> bool {
+    let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
+    let bytes = digits.as_bytes();
+    bytes.first().is_some_and(u8::is_ascii_digit)
+        && bytes.iter().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b',' | b'-' | b':'))
+        && !bytes.windows(2).any(|pair| pair[0] == b'.' && pair[1].is_ascii_alphabetic())
+        && bytes.len() <= 24
 }
 
 /// Parses one option line: `"-o, --output=WRITE"`, `"--color[=TEXT]"`, `"-n NUM"`, `"-I[TEXT]"`,

@@ -497,6 +497,7 @@ impl Gate {
         let home = workspace.home();
         let mut unit: Unit;
         let mut known = None;
+        let mut posix_reading: Option<Box<argspec::Parsed>> = None;
         if let Some(entry) = tables::lookup_critical(part, home) {
             unit = Unit::new(Tier::Critical, ReasonCode::CriticalCommand);
             unit.add(ReasonCode::CriticalCommand, display(), entry.description, Some(entry.id.to_owned()));
@@ -522,10 +523,11 @@ impl Gate {
                 programs::judge(part.program(), part.args())
             };
             match judgement {
-                Judgement::Known { entry, grammar, parsed, tier } => {
+                Judgement::Known { entry, grammar, parsed, alternate, tier } => {
                     unit = Unit::new(tier, ReasonCode::KnownSafeCommand);
                     unit.rules.push(entry.id.to_owned());
                     known = Some((entry, grammar, parsed));
+                    posix_reading = alternate;
                 }
                 Judgement::Refused { entry, reason } => {
                     unit = Unit::new(structural, ReasonCode::DangerousFlag);
@@ -550,7 +552,10 @@ impl Gate {
                 && part.arg_flags().iter().enumerate().all(|(word, flags)| {
                     !flags.dynamic
                         || (flags.harmless_text
-                            && matches!(parsed.slots.get(word), Some(Some(Slot::Operand { role: Role::Text, .. }))))
+                            && matches!(
+                                parsed.slots.get(word),
+                                Some(Some(Slot::Operand { role: Role::Text | Role::Number, .. }))
+                            ))
                 })
         });
         let raises = [
@@ -622,6 +627,9 @@ impl Gate {
         match &known {
             Some((entry, grammar, parsed)) => {
                 self.judge_known_words(&mut unit, part, entry, grammar, parsed, &bases, workspace);
+                if let Some(alternate) = &posix_reading {
+                    self.judge_known_words(&mut unit, part, entry, grammar, alternate, &bases, workspace);
+                }
                 if part.program() == "git" {
                     if entry.runs_repository_hooks {
                         unit.command_tier = unit.command_tier.max(Tier::High);
@@ -643,6 +651,7 @@ impl Gate {
         // a part no entry vouches for may do. (git's own writes, such as `git add` updating the
         // index, touch neither configuration nor a repository git would newly find.)
         let writes = known.as_ref().is_none_or(|(_, _, parsed)| parsed.writes())
+            || posix_reading.as_ref().is_some_and(|alternate| alternate.writes())
             || part.redirects.iter().any(|(_, access)| *access == Access::Write);
         *written |= writes;
         // Only command-prefix rules read the words; skip the copy when there are none.
@@ -674,7 +683,8 @@ impl Gate {
             if word_flags.glob {
                 let placed =
                     operand.is_some_and(|index| parsed.grammar_operands.in_repeated_section(index, operand_count));
-                let harmless_role = matches!(role, Role::Read | Role::Text | Role::Pattern | Role::MaybeRead);
+                let harmless_role =
+                    matches!(role, Role::Read | Role::Text | Role::Number | Role::Pattern | Role::MaybeRead);
                 // After `--` no expanded name can be an option.
                 let after_end_of_options =
                     parsed.slots.iter().take(word).any(|slot| matches!(slot, Some(Slot::EndOfOptions)));
@@ -693,7 +703,7 @@ impl Gate {
                     );
                     return;
                 }
-                if role == Role::Text || role == Role::Pattern {
+                if matches!(role, Role::Text | Role::Number | Role::Pattern) {
                     return;
                 }
                 // A `*` can spell any name the path rules protect (`config/*.toml` matches
@@ -749,7 +759,7 @@ impl Gate {
                         self.judge_path(unit, value, Access::Write, *base, workspace);
                     }
                 }
-                Role::Text | Role::Pattern | Role::Script => {}
+                Role::Text | Role::Number | Role::Pattern | Role::Script => {}
             }
         };
         for given in &parsed.options {

@@ -323,9 +323,9 @@ const PUBLIC_SYSTEM_FILES: [&str; 14] = [
 fn public_file(path: &str, home: &str) -> bool {
     // Most paths judged are in the workspace: a suffix test first keeps this off their cost.
     if path.ends_with(".pub") {
-        return home_relative(path, home).and_then(|rest| rest.strip_prefix(".ssh/")).is_some_and(|name| {
-            name.len() > ".pub".len() && !name.contains('/') && !name.starts_with('.')
-        });
+        return home_relative(path, home)
+            .and_then(|rest| rest.strip_prefix(".ssh/"))
+            .is_some_and(|name| name.len() > ".pub".len() && !name.contains('/') && !name.starts_with('.'));
     }
     (path.starts_with("/etc/") || path.starts_with("/proc/") || path.starts_with("/usr/lib/"))
         && PUBLIC_SYSTEM_FILES.contains(&path)

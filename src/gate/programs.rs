@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use crate::decision::Tier;
-use crate::gate::argspec::{Grammar, Operands, Parsed, Refusal, Role, Style};
+use crate::gate::argspec::{Grammar, Operands, Parsed, Refusal, Role, Slot, Style};
 
 /// A semantic check on a parse the grammar accepted (sed scripts, jq filters, `seq inf`).
 /// `Err` says why the part is not known-safe.
@@ -94,7 +94,15 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
 /// What the allowlist says about a part.
 pub enum Judgement {
     /// The entry vouches for the part; each word's slot and the tier follow from the parse.
-    Known { entry: &'static SafeEntry, grammar: &'static Grammar, parsed: Parsed, tier: Tier },
+    Known {
+        entry: &'static SafeEntry,
+        grammar: &'static Grammar,
+        parsed: Parsed,
+        /// The same words parsed with options ending at the first operand, when that differs
+        /// (see [`posix_reading`]): both readings are judged.
+        alternate: Option<Box<Parsed>>,
+        tier: Tier,
+    },
     /// An entry covers the program but not this use.
     Refused { entry: &'static SafeEntry, reason: String },
     /// No entry covers the program.
@@ -117,8 +125,16 @@ pub fn judge(program: &str, args: &[String]) -> Judgement {
                     refusal.get_or_insert(Judgement::Refused { entry, reason });
                     continue;
                 }
-                let tier = if parsed.writes() { entry.tier.max(Tier::Medium) } else { entry.tier };
-                return Judgement::Known { entry, grammar, parsed, tier };
+                let alternate = match posix_reading(entry, grammar, &parsed, args) {
+                    Ok(alternate) => alternate,
+                    Err(reason) => {
+                        refusal.get_or_insert(Judgement::Refused { entry, reason });
+                        continue;
+                    }
+                };
+                let writes = parsed.writes() || alternate.as_ref().is_some_and(|alternate| alternate.writes());
+                let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
+                return Judgement::Known { entry, grammar, parsed, alternate, tier };
             }
             Err(error) => {
                 refusal.get_or_insert(Judgement::Refused { entry, reason: describe(&error) });
@@ -129,6 +145,37 @@ pub fn judge(program: &str, args: &[String]) -> Judgement {
         Some(Judgement::Refused { entry, .. }) if entry.narrow => Judgement::Unlisted,
         other => other.unwrap_or(Judgement::Unlisted),
     }
+}
+
+/// GNU getopt stops at the first operand when `POSIXLY_CORRECT` is in the environment, which
+/// the user's shell passes on and the gate cannot see: `head README.md -n ~/.ssh/id_rsa` then
+/// reads the key as a file. When a permuting parse found options after an operand, the words
+/// are parsed again with options ending at the first operand; that reading must be accepted
+/// too, and is returned to be judged as well.
+fn posix_reading(
+    entry: &SafeEntry,
+    grammar: &Grammar,
+    parsed: &Parsed,
+    args: &[String],
+) -> Result<Option<Box<Parsed>>, String> {
+    let first_operand = parsed.operands.iter().map(|(word, _)| *word).min();
+    let options_after_operand = grammar.style == Style::Gnu
+        && first_operand.is_some_and(|first| {
+            parsed.slots.iter().skip(first).any(|slot| !matches!(slot, Some(Slot::Operand { .. })))
+        });
+    if !options_after_operand {
+        return Ok(None);
+    }
+    let mut posix = grammar.clone();
+    posix.style = Style::Posix;
+    let alternate = posix.parse(args).map_err(|error| {
+        format!("{} when `POSIXLY_CORRECT` ends its options at the first operand", describe(&error))
+    })?;
+    if let Some(check) = entry.check {
+        check(&alternate, &posix, args)
+            .map_err(|reason| format!("{reason} when `POSIXLY_CORRECT` ends its options at the first operand"))?;
+    }
+    Ok(Some(Box::new(alternate)))
 }
 
 fn describe(refusal: &Refusal) -> String {
@@ -537,7 +584,9 @@ const GIT_LOG_OPTIONS: &[&str] = &[
     "-b, --ignore-space-change",
     "--ignore-blank-lines",
     "--ignore-cr-at-eol",
-    "-U, --unified=NUM",
+    // git takes these values only attached (`-U5`, `--unified=5`): `-U FILE` reads FILE.
+    "-U[NUM]",
+    "--unified[=NUM]",
     "-M, --find-renames[=TEXT]",
     "-C, --find-copies[=TEXT]",
     "--diff-filter=TEXT",
@@ -1311,9 +1360,13 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     SafeEntry {
         options: &[
             "-u",
-            "-U, --unified=NUM",
+            // GNU diff: the long forms take a value only when attached (`--unified=5`), so
+            // `--unified FILE` compares FILE.
+            "-U NUM",
+            "--unified[=NUM]",
             "-c",
-            "-C, --context=NUM",
+            "-C NUM",
+            "--context[=NUM]",
             "-q, --brief",
             "-s, --report-identical-files",
             // No `-N`/`--unidirectional-new-file`: given directories, a file on one side only
@@ -2108,7 +2161,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "--root",
                 "-n, --show-number",
                 "-f, --show-name",
-                "--abbrev=NUM",
+                "--abbrev[=NUM]",
                 "--incremental",
                 "--ignore-rev=TEXT",
                 "--color-lines",
@@ -2380,7 +2433,7 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "--column[=TEXT]",
                 "--no-column",
                 "-i, --ignore-case",
-                "--abbrev=NUM",
+                "--abbrev[=NUM]",
                 "--no-abbrev",
                 "--omit-empty",
             ],
@@ -2725,7 +2778,7 @@ pub fn judge_git(args: &[String]) -> Judgement {
                 let mut slots = vec![None; offset];
                 slots.append(&mut sub_parsed.slots);
                 sub_parsed.slots = slots;
-                return Judgement::Known { entry, grammar, parsed: sub_parsed, tier };
+                return Judgement::Known { entry, grammar, parsed: sub_parsed, alternate: None, tier };
             }
             Err(error) => {
                 refusal.get_or_insert(Judgement::Refused { entry, reason: describe(&error) });
@@ -2875,7 +2928,7 @@ fn judge_find(args: &[String]) -> Judgement {
         }
         parsed.options.push(given);
     }
-    Judgement::Known { entry: &FIND_ENTRY, grammar: &GRAMMAR, parsed, tier: Tier::Low }
+    Judgement::Known { entry: &FIND_ENTRY, grammar: &GRAMMAR, parsed, alternate: None, tier: Tier::Low }
 }
 
 #[cfg(test)]

@@ -263,6 +263,10 @@ fn host_settings_do_not_change_an_allowed_line() {
         "diff <(sort a.txt) <(sort b.txt)",
         "cat /etc/hosts",
         "git show HEAD@{1}:src/main.rs",
+        "ls src -la",
+        "head README.md -n 5",
+        "diff -U 3 a.txt /dev/null",
+        "git log -p -U3 -- src",
     ] {
         assert_eq!(bash(&gate, allowed).action, GateAction::Allow, "{allowed}");
     }
@@ -297,6 +301,14 @@ fn host_settings_do_not_change_an_allowed_line() {
         // git skips a `:` inside braces when it splits REV:PATH (round 20).
         "git show 'HEAD@{10:00}:.npmrc'",
         "git cat-file -p 'HEAD^{/fix: x}:secrets/prod.json'",
+        // Options whose value is optional in the real program, and POSIXLY_CORRECT (round 21).
+        "diff --unified ~/.ssh/id_rsa /dev/null",
+        "diff --context .env -",
+        "git show -U HEAD:.env",
+        "git blame --abbrev .env",
+        "head README.md -n ~/.ssh/id_rsa",
+        "tail README.md -n /proc/self/environ",
+        "wc README.md --files0-from .env",
         // Letters a case-insensitive file system folds onto ASCII.
         "echo x > .claude/\u{17F}ettings.json",
         "echo x > AGENT\u{17F}.md",
