@@ -660,6 +660,17 @@ impl Walker<'_> {
             );
             return;
         }
+        if let Some(divergence) = parser_divergence(source) {
+            // Constructs where brush-parser reads the line differently from bash or zsh, found
+            // by differential runs against both shells (red-team round 22). No agent needs them.
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                format!("cannot analyse the command: {divergence}"),
+            );
+            return;
+        }
         if let Some((at, construct)) = zsh_only_construct(source) {
             // zsh reads `!(…)` as the glob `!` with qualifiers, and the `e` qualifier runs
             // code (`!(echo ';curl …|sh;'c)`); bash reads a negated subshell. zsh reads
@@ -2063,6 +2074,120 @@ fn rc_quotes_differ(word: &str) -> bool {
                 single = !single;
             }
             _ => {}
+        }
+        index += 1;
+    }
+    false
+}
+
+/// A construct brush-parser reads differently from bash or zsh, described, if the line has one.
+/// Each test is crude and errs towards refusing: quotes are not always tracked.
+fn parser_divergence(source: &str) -> Option<&'static str> {
+    if source.contains("=~") {
+        // Inside `[[ x =~ (…) ]]` the parser takes the bracketed regex as one word, while bash
+        // runs a `<(…)` in it, starts no here-document at `<<` and reads `#` literally.
+        return Some("`=~` in `[[ ]]`, whose regular expression the parser reads differently from bash");
+    }
+    let heredocs = heredoc_operators(source);
+    if !heredocs.is_empty() && source.contains("((") {
+        // After `((` the parser stops recognising here-documents and picks another end marker.
+        return Some("a here-document together with `((`");
+    }
+    if heredocs.iter().any(|&at| heredoc_delimiter(source, at).contains('\\')) {
+        // `<<'tru\e'`: the parser drops the backslash; both shells keep it in the end marker.
+        return Some("a here-document whose end marker holds a backslash");
+    }
+    if heredocs.iter().any(|&at| closes_on_same_line_inside_substitution(source, at)) {
+        // `$(cat <<EOF)`: zsh gives the here-document an empty body and runs the next lines.
+        return Some("a here-document opened inside `$(…)` or `<(…)` that closes on the same line");
+    }
+    if (source.contains("$(") || source.contains('`')) && has_comment_start(source) {
+        // Inside `$(…)` the parser keeps blanks in a word and misses a `#` comment after them.
+        return Some("a comment inside a command substitution");
+    }
+    if backslash_newline_in_single_quotes(source) {
+        // In `$'…'` (and `'…'`) both shells keep a backslash-newline; the parser removes it.
+        return Some("a backslash before a newline inside single quotes");
+    }
+    None
+}
+
+/// Byte offsets of each `<<` or `<<-` here-document operator (not `<<<`).
+fn heredoc_operators(source: &str) -> Vec<usize> {
+    let bytes = source.as_bytes();
+    let mut found = Vec::new();
+    let mut index = 0;
+    while let Some(offset) = source[index..].find("<<") {
+        let at = index + offset;
+        let run = bytes[at..].iter().take_while(|&&byte| byte == b'<').count();
+        if run == 2 {
+            found.push(at);
+        }
+        index = at + run;
+    }
+    found
+}
+
+/// The end-marker word after the here-document operator at `at` (quotes included).
+fn heredoc_delimiter(source: &str, at: usize) -> &str {
+    let rest = source[at + 2..].strip_prefix('-').unwrap_or(&source[at + 2..]);
+    let rest = rest.trim_start_matches([' ', '\t']);
+    let end = rest
+        .find(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '<' | '>' | '(' | ')'))
+        .unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// Whether the here-document operator at `at` sits inside `$(`, `<(` or `>(` and a `)` follows
+/// on the same line.
+fn closes_on_same_line_inside_substitution(source: &str, at: usize) -> bool {
+    let before = &source[..at];
+    let opened = before.matches("$(").count() + before.matches("<(").count() + before.matches(">(").count();
+    let closed = before.matches(')').count();
+    let line_end = source[at..].find('\n').map_or(source.len(), |newline| at + newline);
+    opened > closed && source[at..line_end].contains(')')
+}
+
+/// Whether a `#` follows a blank or starts a line anywhere (quoted or not).
+fn has_comment_start(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    bytes.iter().enumerate().any(|(index, &byte)| {
+        byte == b'#' && (index == 0 || matches!(bytes[index - 1], b' ' | b'\t' | b'\n' | b';' | b'(' | b'&' | b'|'))
+    })
+}
+
+/// Whether a backslash before a newline sits inside `'…'` or `$'…'`.
+fn backslash_newline_in_single_quotes(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    let (mut single, mut ansi, mut double) = (false, false, false);
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if single || ansi {
+            if byte == b'\\' && bytes.get(index + 1) == Some(&b'\n') {
+                return true;
+            }
+            if ansi && byte == b'\\' {
+                index += 2;
+                continue;
+            }
+            if byte == b'\'' {
+                (single, ansi) = (false, false);
+            }
+        } else if double {
+            match byte {
+                b'\\' => index += 1,
+                b'"' => double = false,
+                _ => {}
+            }
+        } else {
+            match byte {
+                b'\\' => index += 1,
+                b'"' => double = true,
+                b'\'' if index > 0 && bytes[index - 1] == b'$' => ansi = true,
+                b'\'' => single = true,
+                _ => {}
+            }
         }
         index += 1;
     }

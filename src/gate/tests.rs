@@ -267,6 +267,8 @@ fn host_settings_do_not_change_an_allowed_line() {
         "head README.md -n 5",
         "diff -U 3 a.txt /dev/null",
         "git log -p -U3 -- src",
+        "echo \"$(cat <<'EOF'\nnotes\nEOF\n)\"",
+        "cat <<'EOF' > notes.txt\nline # not a comment\nEOF",
     ] {
         assert_eq!(bash(&gate, allowed).action, GateAction::Allow, "{allowed}");
     }
