@@ -2093,9 +2093,12 @@ fn parser_divergence(source: &str) -> Option<&'static str> {
         // After `((` the parser stops recognising here-documents and picks another end marker.
         return Some("a here-document together with `((`");
     }
-    if heredocs.iter().any(|&at| heredoc_delimiter(source, at).contains('\\')) {
-        // `<<'tru\e'`: the parser drops the backslash; both shells keep it in the end marker.
-        return Some("a here-document whose end marker holds a backslash");
+    if heredocs.iter().any(|&at| !is_plain_delimiter(heredoc_delimiter(source, at))) {
+        // The parser works out the end marker differently from both shells for `<<'tru\e'`
+        // (it drops the backslash), `<<"tru'e"` (it drops the inner quote), `<<$'EOF'`,
+        // `<<$"EOF"` (it keeps the `$`) and `<<"${x}"`: the shell then ends the body earlier
+        // and runs lines the gate took for text. Only `EOF`, `'EOF'` and `"EOF"` forms pass.
+        return Some("a here-document whose end marker is not a plain word, optionally in quotes");
     }
     if heredocs.iter().any(|&at| closes_on_same_line_inside_substitution(source, at)) {
         // `$(cat <<EOF)`: zsh gives the here-document an empty body and runs the next lines.
@@ -2136,6 +2139,16 @@ fn heredoc_delimiter(source: &str, at: usize) -> &str {
         .find(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '<' | '>' | '(' | ')'))
         .unwrap_or(rest.len());
     &rest[..end]
+}
+
+/// A here-document end marker every reader agrees on: letters, digits, `_`, `-` and `.`, bare
+/// or wholly inside one pair of `'…'` or `"…"`.
+fn is_plain_delimiter(delimiter: &str) -> bool {
+    let inner = ["'", "\""]
+        .iter()
+        .find_map(|quote| delimiter.strip_prefix(quote).and_then(|rest| rest.strip_suffix(quote)))
+        .unwrap_or(delimiter);
+    !inner.is_empty() && inner.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.'))
 }
 
 /// Whether the here-document operator at `at` sits inside `$(`, `<(` or `>(` and a `)` follows
@@ -2555,7 +2568,9 @@ mod tests {
         }
         assert_eq!(programs("cat <<'EOF'\nhi\nEOF"), ["cat"]);
         assert_eq!(programs("cat <<<\"\" "), ["cat"]);
-        assert_eq!(programs("cat <<\"E\"\"F\"\nx\nEF\n"), ["cat"]);
+        // A marker made of several quoted pieces is not a plain word: refused before parsing.
+        let pieces = analyze("cat <<\"E\"\"F\"\nx\nEF\n", Some("/w"), "/h");
+        assert!(pieces.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
     }
 
     #[test]

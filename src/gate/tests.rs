@@ -311,6 +311,9 @@ fn host_settings_do_not_change_an_allowed_line() {
         "head README.md -n ~/.ssh/id_rsa",
         "tail README.md -n /proc/self/environ",
         "wc README.md --files0-from .env",
+        // Here-document end markers the parser and the shells read differently (round 23).
+        "cat <<$'true'\nnotes\ntrue\nid\ntrue",
+        "cat <<\"tru'e\"\nnotes\ntru'e\nid\ntrue",
         // Letters a case-insensitive file system folds onto ASCII.
         "echo x > .claude/\u{17F}ettings.json",
         "echo x > AGENT\u{17F}.md",
