@@ -1388,6 +1388,22 @@ impl Walker<'_> {
     }
 
     fn walk_redirect(&mut self, redirect: &ast::IoRedirect, part: &mut CommandPart, depth: usize) -> Stdin {
+        let descriptor = match redirect {
+            ast::IoRedirect::File(fd, ..)
+            | ast::IoRedirect::HereDocument(fd, _)
+            | ast::IoRedirect::HereString(fd, _) => *fd,
+            ast::IoRedirect::OutputAndError(..) => None,
+        };
+        if descriptor.is_some_and(|fd| fd > 9) {
+            // zsh reads only one digit as a descriptor: `head -n 10>&1 FILE` is `head -n 10 FILE`
+            // there, so the word bash takes for a descriptor would shift every later word's role.
+            self.finding(
+                ReasonCode::ShellParseError,
+                Tier::High,
+                None,
+                "a redirection of a descriptor above 9, which zsh reads as a word followed by a redirection".to_owned(),
+            );
+        }
         match redirect {
             ast::IoRedirect::File(fd, kind, target) => {
                 let default_fd = match kind {
@@ -1417,9 +1433,10 @@ impl Walker<'_> {
                     }
                     ast::IoFileRedirectTarget::Duplicate(word) => {
                         let target = self.redirect_target(&word.value, depth);
+                        // `>&1-` moves a descriptor in bash but names the file `1-` in zsh:
+                        // only a bare number or `-` is a descriptor here; the rest is a file.
                         let is_descriptor = target.as_deref().is_some_and(|text| {
-                            text == "-"
-                                || (!text.is_empty() && text.trim_end_matches('-').chars().all(|c| c.is_ascii_digit()))
+                            text == "-" || (!text.is_empty() && text.chars().all(|c| c.is_ascii_digit()))
                         });
                         if !is_descriptor {
                             part.redirects.push((target, access));
@@ -2529,7 +2546,10 @@ mod tests {
         assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
         let analysis = analyze("cat 99999999999>out", Some("/w"), "/h");
         assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
-        assert!(analyze("echo 2>&1 12>x", Some("/w"), "/h").findings.is_empty());
+        assert!(analyze("echo 2>&1 3>x", Some("/w"), "/h").findings.is_empty());
+        // A descriptor above 9 parses, but zsh reads `12` as a word: refused (red-team round 24).
+        let analysis = analyze("echo 2>&1 12>x", Some("/w"), "/h");
+        assert!(analysis.findings.iter().any(|finding| finding.code == ReasonCode::ShellParseError));
     }
 
     #[test]

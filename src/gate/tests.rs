@@ -314,6 +314,9 @@ fn host_settings_do_not_change_an_allowed_line() {
         // Here-document end markers the parser and the shells read differently (round 23).
         "cat <<$'true'\nnotes\ntrue\nid\ntrue",
         "cat <<\"tru'e\"\nnotes\ntru'e\nid\ntrue",
+        // zsh reads one digit as a descriptor: `10>&1` is the word `10` there (round 24).
+        "head -n 10>&1 ~/.ssh/id_rsa",
+        "sort -S 10>&1 --compress-program=sh",
         // Letters a case-insensitive file system folds onto ASCII.
         "echo x > .claude/\u{17F}ettings.json",
         "echo x > AGENT\u{17F}.md",
