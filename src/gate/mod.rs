@@ -286,11 +286,7 @@ impl Gate {
             reversibility_enabled: config.reversibility.enabled,
             mode_tier_details: TIERS.map(|tier| {
                 ACTIONS.map(|action| {
-                    format!(
-                        "is a {tier}-tier call, which `{}` mode sends to {}",
-                        config.mode.as_str(),
-                        action.as_str()
-                    )
+                    format!("is a {tier}-tier call, which `{}` mode sends to {}", config.mode.as_str(), action.as_str())
                 })
             }),
         };
