@@ -151,7 +151,6 @@ fn tokenize(program: &str) -> Option<Vec<Token<'_>>> {
                     return None;
                 }
                 index += 1;
-                let mut in_brackets = false;
                 loop {
                     match bytes.get(index)? {
                         b'\\' => {
@@ -159,11 +158,14 @@ fn tokenize(program: &str) -> Option<Vec<Token<'_>>> {
                             continue;
                         }
                         b'\n' | b'\r' => return None,
-                        // Awks disagree on whether `/` ends the literal inside `[...]`.
-                        b'/' if in_brackets => return None,
                         b'/' => break,
-                        b'[' => in_brackets = true,
-                        b']' => in_brackets = false,
+                        // A bracket expression is where awks and POSIX disagree with a naive
+                        // scan (`[]…]` and `[^]…]` hold a `]`, `[:…:]` nests, `/` may or may
+                        // not end the literal inside): only plain ones are read.
+                        b'[' => {
+                            index = after_plain_bracket(bytes, index)?;
+                            continue;
+                        }
                         _ => {}
                     }
                     index += 1;
@@ -205,6 +207,22 @@ fn after_escape(bytes: &[u8], at: usize) -> Option<usize> {
         return None;
     }
     Some(at + 2)
+}
+
+/// The index after a plain bracket expression starting at `bytes[at]` (a `[`): an optional
+/// `^`, then at least one letter, digit, blank, `_`, `-` or `.`, then `]`. Anything else
+/// (a leading `]`, a nested `[`, a `/`, a backslash) is `None`, refused.
+fn after_plain_bracket(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut index = at + 1;
+    if bytes.get(index) == Some(&b'^') {
+        index += 1;
+    }
+    let start = index;
+    while bytes.get(index).is_some_and(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b' ' | b'_' | b'-' | b'.'))
+    {
+        index += 1;
+    }
+    (index > start && bytes.get(index) == Some(&b']')).then_some(index + 1)
 }
 
 /// Whether the lexer, after `previous`, reads `/` as the start of a regex literal. After an
@@ -304,6 +322,8 @@ mod tests {
             "{print NF}",
             "{print $(NF-1)}",
             "$1 ~ /^a/ && $2 !~ /b/",
+            "/^[0-9]+ [a-zA-Z_.-]/ {print $1}",
+            "$2 ~ /[^ ]/",
             "{print tolower($1)}",
             "{print substr($0, 1, 80)}",
             "NR==5",
@@ -361,6 +381,10 @@ mod tests {
             "BEGIN{print `id`}",
             "{print \"\u{4e2d}\\\"; system($0) }#\"",
             "/[\u{4e2d}]/ {print}",
+            "/[]/ {print \"]/{system($0)} #\"}",
+            "/[^]/ {print \"]/{system($0)} #\"}",
+            "/[[:]/ {print}",
+            "/[a\\]/ {print}",
         ] {
             assert!(!program_is_safe(program), "{program}");
         }
