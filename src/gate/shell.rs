@@ -2117,7 +2117,7 @@ fn parser_divergence(source: &str) -> Option<&'static str> {
         // and runs lines the gate took for text. Only `EOF`, `'EOF'` and `"EOF"` forms pass.
         return Some("a here-document whose end marker is not a plain word, optionally in quotes");
     }
-    if heredocs.iter().any(|&at| closes_on_same_line_inside_substitution(source, at)) {
+    if any_closes_on_same_line_inside_substitution(source, &heredocs) {
         // `$(cat <<EOF)`: zsh gives the here-document an empty body and runs the next lines.
         return Some("a here-document opened inside `$(…)` or `<(…)` that closes on the same line");
     }
@@ -2168,14 +2168,36 @@ fn is_plain_delimiter(delimiter: &str) -> bool {
     !inner.is_empty() && inner.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.'))
 }
 
-/// Whether the here-document operator at `at` sits inside `$(`, `<(` or `>(` and a `)` follows
-/// on the same line.
-fn closes_on_same_line_inside_substitution(source: &str, at: usize) -> bool {
-    let before = &source[..at];
-    let opened = before.matches("$(").count() + before.matches("<(").count() + before.matches(">(").count();
-    let closed = before.matches(')').count();
-    let line_end = source[at..].find('\n').map_or(source.len(), |newline| at + newline);
-    opened > closed && source[at..line_end].contains(')')
+/// Whether any here-document operator (offsets in increasing order) sits inside `$(`, `<(` or
+/// `>(` with a `)` after it on the same line. One pass over the line, whatever the number of
+/// operators, so a line of thousands of `<<` stays linear.
+fn any_closes_on_same_line_inside_substitution(source: &str, heredocs: &[usize]) -> bool {
+    let bytes = source.as_bytes();
+    let (mut opened, mut closed, mut scanned) = (0usize, 0usize, 0usize);
+    let (mut next_paren, mut next_newline) = (0usize, 0usize);
+    let next_from = |from: usize, target: u8| {
+        bytes[from..].iter().position(|&byte| byte == target).map_or(bytes.len(), |offset| from + offset)
+    };
+    for &at in heredocs {
+        while scanned < at {
+            match bytes[scanned] {
+                b'(' if scanned > 0 && matches!(bytes[scanned - 1], b'$' | b'<' | b'>') => opened += 1,
+                b')' => closed += 1,
+                _ => {}
+            }
+            scanned += 1;
+        }
+        if next_paren < at {
+            next_paren = next_from(at, b')');
+        }
+        if next_newline < at {
+            next_newline = next_from(at, b'\n');
+        }
+        if opened > closed && next_paren < next_newline {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether a `#` follows a blank or starts a line anywhere (quoted or not).
