@@ -6,8 +6,8 @@
 //! be resolved (relative with no known directory, or built from run-time values) is treated as
 //! outside the workspace. It only ever adds friction.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
 
 use crate::decision::{ReasonCode, Tier};
 
@@ -21,8 +21,11 @@ pub enum Access {
 /// The directories a call may work in, and the home `~` stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workspace {
-    roots: Vec<String>,
-    home: String,
+    /// The request's directory, when trusted and not too broad: the first root.
+    cwd_root: Option<String>,
+    /// The configured roots, shared by every call's workspace (no copy per call).
+    configured: Arc<[String]>,
+    home: Arc<str>,
     /// Set when the request's directory was refused as a workspace (`/`, `~`, a system dir).
     pub too_broad: Option<String>,
 }
@@ -39,35 +42,44 @@ impl Workspace {
     /// Builds the workspace from the request's `cwd` (when trusted) and configured roots.
     pub fn new(cwd: Option<&str>, use_cwd: bool, extra_roots: &[String], home: &str) -> Self {
         let home = normalize(home);
-        let mut roots = Vec::with_capacity(extra_roots.len() + 1);
+        let mut configured = Vec::with_capacity(extra_roots.len());
         let mut too_broad = None;
-        let candidates = cwd.filter(|_| use_cwd).into_iter().chain(extra_roots.iter().map(String::as_str));
-        for root in candidates {
+        for root in extra_roots {
             let root = normalize(root);
             if is_too_broad(&root, &home) {
                 too_broad = Some(root);
             } else {
-                roots.push(root);
+                configured.push(root);
             }
         }
-        Self { roots, home, too_broad }
+        let base = Self { cwd_root: None, configured: configured.into(), home: home.into(), too_broad };
+        base.with_cwd(cwd, use_cwd)
     }
 
     /// The workspace of one call: `self` holds the configured roots (built once with no cwd),
     /// and the request's `cwd`, when trusted, comes first. Same result as [`Workspace::new`]
-    /// with the cwd, without normalising the configured roots again for every call.
+    /// with the cwd, without normalising or copying the configured roots again for every call
+    /// (this runs for every call the gate judges).
     pub fn with_cwd(&self, cwd: Option<&str>, use_cwd: bool) -> Self {
         let Some(cwd) = cwd.filter(|_| use_cwd) else { return self.clone() };
         let cwd = normalize(cwd);
-        let mut roots = Vec::with_capacity(self.roots.len() + 1);
-        let mut too_broad = None;
-        if is_too_broad(&cwd, &self.home) {
-            too_broad = Some(cwd);
-        } else {
-            roots.push(cwd);
+        let (cwd_root, too_broad) = if is_too_broad(&cwd, &self.home) { (None, Some(cwd)) } else { (Some(cwd), None) };
+        Self {
+            cwd_root,
+            configured: Arc::clone(&self.configured),
+            home: Arc::clone(&self.home),
+            // A refused configured root is reported before a refused cwd.
+            too_broad: self.too_broad.clone().or(too_broad),
         }
-        roots.extend(self.roots.iter().cloned());
-        Self { roots, home: self.home.clone(), too_broad: self.too_broad.clone().or(too_broad) }
+    }
+
+    /// The roots, the request's directory first.
+    fn roots(&self) -> impl Iterator<Item = &str> {
+        self.cwd_root.as_deref().into_iter().chain(self.configured.iter().map(String::as_str))
+    }
+
+    fn has_no_roots(&self) -> bool {
+        self.cwd_root.is_none() && self.configured.is_empty()
     }
 
     pub fn home(&self) -> &str {
@@ -76,22 +88,22 @@ impl Workspace {
 
     /// `directory` is exactly one of the roots (the common case of a command run in the cwd).
     pub fn is_root(&self, directory: &str) -> bool {
-        self.roots.iter().any(|root| root == directory)
+        self.roots().any(|root| root == directory)
     }
 
     pub fn contains(&self, resolved: &str) -> bool {
-        self.roots.iter().any(|root| is_within(resolved, root))
+        self.roots().any(|root| is_within(resolved, root))
     }
 
     /// The path relative to the first workspace root that holds it.
     pub fn relative<'a>(&self, resolved: &'a str) -> Option<&'a str> {
-        self.roots.iter().find_map(|root| {
+        self.roots().find_map(|root| {
             if resolved == root {
                 Some("")
             } else if root == "/" {
                 resolved.strip_prefix('/')
             } else {
-                resolved.strip_prefix(root.as_str()).and_then(|rest| rest.strip_prefix('/'))
+                resolved.strip_prefix(root).and_then(|rest| rest.strip_prefix('/'))
             }
         })
     }
@@ -187,7 +199,7 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
     let mut findings = Vec::new();
     let Some(resolved) = resolved else {
         findings.push(PathFinding {
-            code: if workspace.too_broad.is_some() || workspace.roots.is_empty() {
+            code: if workspace.too_broad.is_some() || workspace.has_no_roots() {
                 ReasonCode::NoWorkspace
             } else {
                 ReasonCode::PathOutsideWorkspace
@@ -243,7 +255,7 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
     }
     if !workspace.contains(resolved) {
         let climbs = raw.split('/').any(|part| part == "..");
-        let code = if workspace.roots.is_empty() {
+        let code = if workspace.has_no_roots() {
             ReasonCode::NoWorkspace
         } else if climbs {
             ReasonCode::PathEscape
@@ -430,7 +442,6 @@ pub fn is_sensitive_name(name: &str) -> bool {
             &owned
         }
     };
-    static LISTED: LazyLock<HashSet<&'static str>> = LazyLock::new(|| SENSITIVE_NAMES.into_iter().collect());
     // Public keys are meant to be shared.
     if name.ends_with(".pub") {
         return false;
@@ -441,7 +452,8 @@ pub fn is_sensitive_name(name: &str) -> bool {
         || name.contains("secret")
         || name == ".dev.vars"
         || name.ends_with(".tfvars")
-        || LISTED.contains(name)
+        // A scan of 35 short names, most rejected on length, beats hashing the name.
+        || SENSITIVE_NAMES.contains(&name)
         // `credentials.csv` (the AWS console's key download), `credentials.yml.enc`…
         || name.starts_with("credentials")
         || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key))
@@ -861,6 +873,18 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".zlogin", ReasonCode::PersistencePath, "shell start-up"),
     (".zlogout", ReasonCode::PersistencePath, "shell start-up"),
     (".jq", ReasonCode::PersistencePath, "jq definitions loaded from $HOME on every run"),
+    // Debuggers and interactive interpreters that run a start-up file from the directory they
+    // start in: the person's next debugging session runs it.
+    (".pdbrc", ReasonCode::PersistencePath, "Python's pdb runs `!` lines of ./.pdbrc at start"),
+    (".pdbrc.py", ReasonCode::PersistencePath, "pdb++ start-up code"),
+    (".irbrc", ReasonCode::PersistencePath, "Ruby's irb loads ./.irbrc"),
+    (".pryrc", ReasonCode::PersistencePath, "Ruby's pry loads ./.pryrc"),
+    (".rprofile", ReasonCode::PersistencePath, "R sources ./.Rprofile at start"),
+    (".renviron", ReasonCode::PersistencePath, "R reads ./.Renviron (R_PROFILE_USER and friends name code)"),
+    (".gdbinit", ReasonCode::PersistencePath, "gdb's ./.gdbinit (when the auto-load safe path allows it)"),
+    (".lldbinit", ReasonCode::PersistencePath, "lldb's ./.lldbinit (target.load-cwd-lldbinit)"),
+    (".vimrc", ReasonCode::PersistencePath, "Vim's exrc option sources ./.vimrc"),
+    (".gvimrc", ReasonCode::PersistencePath, "Vim's exrc option sources ./.gvimrc"),
 ];
 
 /// `HEAD` followed by any number of `~N` (`HEAD`, `HEAD~1`, `HEAD~~`), case-insensitively.
@@ -933,7 +957,10 @@ fn system_location(path: &str) -> bool {
         "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/sys", "/proc", "/dev", "/var", "/opt",
         "/System", "/Library", "/private", "/snap",
     ];
-    path == "/" || SYSTEM_DIRS.iter().any(|dir| is_within(path, dir))
+    // Only the first component decides: one comparison per directory, not a prefix scan each.
+    let Some(rest) = path.strip_prefix('/') else { return false };
+    let first = rest.split_once('/').map_or(rest, |(first, _)| first);
+    path == "/" || SYSTEM_DIRS.iter().any(|dir| dir[1..] == *first)
 }
 
 #[cfg(test)]

@@ -80,6 +80,11 @@ struct Wrapper {
     leading_operands: usize,
     /// `NAME=value` words before the command set its environment (`env`).
     assignments: bool,
+    /// Short letters of options that remove variables from the command's environment (`env
+    /// -i`, `env -u PATH`, `exec -c`). Without `PATH`, bash searches its built-in default path,
+    /// which ends in `.`, and programs fall back to defaults the gate does not model, so these
+    /// are environment overrides like `PATH=…`.
+    clears_environment: &'static [char],
 }
 
 const WRAPPERS: &[Wrapper] = &[
@@ -88,13 +93,21 @@ const WRAPPERS: &[Wrapper] = &[
         options: &["-i, --ignore-environment", "-0, --null", "-u, --unset=TEXT", "-v, --debug"],
         leading_operands: 0,
         assignments: true,
+        clears_environment: &['i', 'u'],
     },
-    Wrapper { names: &["nice"], options: &["-n, --adjustment=NUM"], leading_operands: 0, assignments: false },
+    Wrapper {
+        names: &["nice"],
+        options: &["-n, --adjustment=NUM"],
+        leading_operands: 0,
+        assignments: false,
+        clears_environment: &[],
+    },
     Wrapper {
         names: &["ionice"],
         options: &["-c, --class=TEXT", "-n, --classdata=NUM", "-t, --ignore"],
         leading_operands: 0,
         assignments: false,
+        clears_environment: &[],
     },
     Wrapper {
         names: &["time"],
@@ -108,28 +121,32 @@ const WRAPPERS: &[Wrapper] = &[
         ],
         leading_operands: 0,
         assignments: false,
+        clears_environment: &[],
     },
     Wrapper {
         names: &["timeout"],
         options: &["-s, --signal=TEXT", "-k, --kill-after=TEXT", "--preserve-status", "--foreground", "-v, --verbose"],
         leading_operands: 1,
         assignments: false,
+        clears_environment: &[],
     },
     Wrapper {
         names: &["stdbuf"],
         options: &["-i, --input=TEXT", "-o, --output=TEXT", "-e, --error=TEXT"],
         leading_operands: 0,
         assignments: false,
+        clears_environment: &[],
     },
-    Wrapper { names: &["command"], options: &["-p"], leading_operands: 0, assignments: false },
+    Wrapper { names: &["command"], options: &["-p"], leading_operands: 0, assignments: false, clears_environment: &[] },
     // `-a NAME` and `-l` change argv[0], on which multi-call programs dispatch (`exec -a
     // git-clean git ls-files` runs `git clean`): left out, so they make the part opaque.
-    Wrapper { names: &["exec"], options: &["-c"], leading_operands: 0, assignments: false },
+    Wrapper { names: &["exec"], options: &["-c"], leading_operands: 0, assignments: false, clears_environment: &['c'] },
     Wrapper {
         names: &["nohup", "builtin", "chronic", "unbuffer", "caffeinate"],
         options: &[],
         leading_operands: 0,
         assignments: false,
+        clears_environment: &[],
     },
 ];
 
@@ -1047,6 +1064,16 @@ impl Walker<'_> {
                 self.walk_loop_body(&both, depth);
             }
             ast::CompoundCommand::Coprocess(coprocess) => {
+                // bash assigns the coprocess's descriptors to NAME (`COPROC` by default) and
+                // unsets it when the coprocess ends (`coproc PATH { :; }` unsets PATH, and a
+                // later `cat` runs `./cat`); zsh reads `coproc` with another grammar. Still
+                // walked, so a hard deny inside is found, but never vouched for.
+                self.finding(
+                    ReasonCode::EnvironmentOverride,
+                    Tier::High,
+                    None,
+                    "`coproc` assigns and later unsets a variable, and zsh reads it otherwise".to_owned(),
+                );
                 self.walk_command(&coprocess.body, PipeInput::default(), depth);
             }
         }
@@ -1547,11 +1574,13 @@ impl Walker<'_> {
                             "a `{NAME}` word before a redirection assigns the variable NAME".to_owned(),
                         );
                     }
-                    // Redirections apply in order: the last one on descriptor 0 is stdin.
+                    // Redirections apply in order: in bash the last one on descriptor 0 is
+                    // stdin, but zsh (`multios`, on by default) concatenates them all, so a
+                    // text is the whole input only when it is the one redirection of stdin.
                     match self.walk_redirect(redirect, &mut part, depth) {
                         Stdin::Unchanged => {}
                         Stdin::Text(text) => {
-                            stdin_text = Some(text);
+                            stdin_text = (!part.stdin_redirected).then_some(text);
                             part.stdin_redirected = true;
                         }
                         Stdin::Elsewhere => {
@@ -1719,6 +1748,9 @@ impl Walker<'_> {
             }
         };
         for given in &parsed.options {
+            if grammar.options[given.option].short.iter().any(|letter| wrapper.clears_environment.contains(letter)) {
+                part.environment_override = true;
+            }
             for (value, role) in &given.values {
                 match role {
                     Role::Write => part.redirects.push((Some(value.clone()), Access::Write)),
@@ -1823,7 +1855,18 @@ impl Walker<'_> {
     fn follow_shell(&mut self, part: &CommandPart, input: PipeInput, stdin_text: Option<&str>, depth: usize) -> bool {
         let program = part.program();
         let args = part.args();
-        if input.from_network && !args.iter().any(|arg| is_dash_c(arg)) {
+        // A shell reads options only up to its first operand, and `--` or `-` end them: `bash
+        // x.sh -c ls` runs the file `x.sh`, `bash -- -c` a file named `-c`, and `bash -c -x
+        // 'ls'` runs `ls` (the script is the first operand, not the word after `-c`).
+        let leading = args.iter().position(|arg| !arg.starts_with(['-', '+']) || arg == "--" || arg == "-");
+        let options = &args[..leading.unwrap_or(args.len())];
+        let operands = match leading {
+            Some(end) if matches!(args[end].as_str(), "--" | "-") => &args[end + 1..],
+            Some(end) => &args[end..],
+            None => &[][..],
+        };
+        let dash_c = options.iter().any(|arg| is_dash_c(arg));
+        if input.from_network && !dash_c {
             self.finding(
                 ReasonCode::CriticalCommand,
                 Tier::Critical,
@@ -1834,12 +1877,7 @@ impl Walker<'_> {
         }
         // Options are an allowlist: `-k`, `-i`, `-l`, `-O`, `--rcfile` and friends run or
         // configure code first, or change what the script's words mean.
-        let options = args.iter().position(|arg| is_dash_c(arg)).map_or(args.len(), |position| position + 1);
-        if args[..options]
-            .iter()
-            .take_while(|arg| arg.starts_with(['-', '+']) && *arg != "--")
-            .any(|arg| !shell_option_is_declared(arg))
-        {
+        if options.iter().any(|arg| !shell_option_is_declared(arg)) {
             self.finding(
                 ReasonCode::OpaqueExecution,
                 Tier::High,
@@ -1848,8 +1886,8 @@ impl Walker<'_> {
             );
             return false;
         }
-        if let Some(position) = args.iter().position(|arg| is_dash_c(arg)) {
-            return match args.get(position + 1) {
+        if dash_c {
+            return match operands.first() {
                 Some(script) if !part.dynamic_args => {
                     let script = script.clone();
                     self.follow_shell_text(program, &script, depth)
@@ -1865,7 +1903,7 @@ impl Walker<'_> {
                 }
             };
         }
-        if let Some(script) = args.iter().find(|arg| !arg.starts_with('-')) {
+        if let Some(script) = operands.first() {
             let script = script.clone();
             return self.follow_script(program, &script, &part.cwd, depth);
         }
