@@ -22,12 +22,12 @@ pub enum Access {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workspace {
     /// The request's directory, when trusted and not too broad: the first root.
-    cwd_root: Option<String>,
+    cwd_root: Option<Arc<str>>,
     /// The configured roots, shared by every call's workspace (no copy per call).
     configured: Arc<[String]>,
     home: Arc<str>,
     /// Set when the request's directory was refused as a workspace (`/`, `~`, a system dir).
-    pub too_broad: Option<String>,
+    pub too_broad: Option<Arc<str>>,
 }
 
 /// One reason a path raises the tier.
@@ -47,7 +47,7 @@ impl Workspace {
         for root in extra_roots {
             let root = normalize(root);
             if is_too_broad(&root, &home) {
-                too_broad = Some(root);
+                too_broad = Some(root.into());
             } else {
                 configured.push(root);
             }
@@ -61,9 +61,36 @@ impl Workspace {
     /// with the cwd, without normalising or copying the configured roots again for every call
     /// (this runs for every call the gate judges).
     pub fn with_cwd(&self, cwd: Option<&str>, use_cwd: bool) -> Self {
+        /// The last directory judged on this thread, with its normal form and whether it was
+        /// refused: a deployment sends the same cwd call after call, and normalising it and
+        /// checking it against every broad location was a fifth of a Read call's cost.
+        struct Judged {
+            raw: Box<str>,
+            home: Arc<str>,
+            normal: Arc<str>,
+            too_broad: bool,
+        }
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<Judged>> = const { std::cell::RefCell::new(None) };
+        }
         let Some(cwd) = cwd.filter(|_| use_cwd) else { return self.clone() };
-        let cwd = normalize(cwd);
-        let (cwd_root, too_broad) = if is_too_broad(&cwd, &self.home) { (None, Some(cwd)) } else { (Some(cwd), None) };
+        let (normal, refused) = LAST.with_borrow_mut(|last| match last {
+            Some(judged) if *judged.raw == *cwd && Arc::ptr_eq(&judged.home, &self.home) => {
+                (Arc::clone(&judged.normal), judged.too_broad)
+            }
+            _ => {
+                let normal: Arc<str> = normalize(cwd).into();
+                let too_broad = is_too_broad(&normal, &self.home);
+                *last = Some(Judged {
+                    raw: cwd.into(),
+                    home: Arc::clone(&self.home),
+                    normal: Arc::clone(&normal),
+                    too_broad,
+                });
+                (normal, too_broad)
+            }
+        });
+        let (cwd_root, too_broad) = if refused { (None, Some(normal)) } else { (Some(normal), None) };
         Self {
             cwd_root,
             configured: Arc::clone(&self.configured),
@@ -885,6 +912,14 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".lldbinit", ReasonCode::PersistencePath, "lldb's ./.lldbinit (target.load-cwd-lldbinit)"),
     (".vimrc", ReasonCode::PersistencePath, "Vim's exrc option sources ./.vimrc"),
     (".gvimrc", ReasonCode::PersistencePath, "Vim's exrc option sources ./.gvimrc"),
+    (".perldb", ReasonCode::PersistencePath, "the Perl debugger (`perl -d`) runs ./.perldb"),
+    (".ocamlinit", ReasonCode::PersistencePath, "the OCaml toplevel loads ./.ocamlinit"),
+    (".iex.exs", ReasonCode::PersistencePath, "Elixir's iex loads ./.iex.exs"),
+    (".ghci", ReasonCode::PersistencePath, "GHCi runs ./.ghci"),
+    (".octaverc", ReasonCode::PersistencePath, "Octave runs ./.octaverc at start"),
+    (".sbtrc", ReasonCode::PersistencePath, "sbt runs the commands in the project's .sbtrc"),
+    ("ipython_config.py", ReasonCode::PersistencePath, "IPython loads config files from the working directory"),
+    (".bundle", ReasonCode::PersistencePath, "Bundler's project config (.bundle/config: gem sources, paths)"),
 ];
 
 /// `HEAD` followed by any number of `~N` (`HEAD`, `HEAD~1`, `HEAD~~`), case-insensitively.

@@ -236,6 +236,10 @@ fn sed_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), 
     }
     match scripts.iter().find(|script| !sed_script_is_safe(script)) {
         Some(script) => Err(format!("uses the sed script `{script}`, which can execute, read or write files")),
+        // sed joins its `-e` scripts with newlines and reads them as one.
+        None if !sed_script_is_safe(&scripts.join("\n")) => {
+            Err("uses sed scripts that, joined, leave the subset that only prints or substitutes".to_owned())
+        }
         None => Ok(()),
     }
 }
@@ -250,63 +254,143 @@ fn sed_in_place_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Re
     sed_check(parsed, grammar, args)
 }
 
+/// Whether a sed script stays inside the subset that only prints or substitutes: commands
+/// read one after another as GNU sed reads them (an address or two, an optional `!`, then one
+/// of `p d q = n N P D g G h H x l` or an `s` command with the flags `g i I p m M` and a count),
+/// separated by `;` or newlines. A regex is read the way sed reads it: `\` escapes the next
+/// character, and a bracket expression (where the delimiter is an ordinary member, as in
+/// `s/[/]/;/e`) is read only when plain: an optional `^`, then letters, digits, blanks and `_ -
+/// .` up to the closing `]`. Anything else (`e`, `w`, `r`, `y`, `{`, `#`, odd delimiters,
+/// classes like `[[:alpha:]]`) is outside the subset.
 pub fn sed_script_is_safe(script: &str) -> bool {
-    script.split(['\n', ';']).all(|command| sed_command_is_safe(command.trim()))
-}
-
-fn sed_command_is_safe(command: &str) -> bool {
-    if command.is_empty() {
-        return true;
-    }
-    let Some(rest) = skip_sed_address(command) else { return false };
-    let rest = match rest.strip_prefix(',') {
-        Some(second) => match skip_sed_address(second) {
-            Some(rest) => rest,
+    let mut rest = script.as_bytes();
+    loop {
+        rest = skip_blank(rest, true);
+        if rest.is_empty() {
+            return true;
+        }
+        match sed_command(rest) {
+            Some(after) => rest = after,
             None => return false,
-        },
-        None => rest,
-    };
-    let rest = rest.trim_start().trim_start_matches('!').trim();
-    match rest.chars().next() {
-        None => true,
-        Some('p' | 'd' | 'q' | '=' | 'n' | 'N' | 'P' | 'D' | 'g' | 'G' | 'h' | 'H' | 'x' | 'l') => rest.len() == 1,
-        Some('s') => {
-            let mut chars = rest.chars().skip(1);
-            let Some(delimiter) = chars.next() else { return false };
-            if delimiter == '\\' || delimiter == '\n' {
-                return false;
-            }
-            let body: String = chars.collect();
-            // An escaped delimiter would shift the sections; refuse rather than guess.
-            if body.contains('\\') && body.contains(&format!("\\{delimiter}")) {
-                return false;
-            }
-            let mut sections = body.split(delimiter);
-            let (Some(_pattern), Some(_replacement), Some(flags)) = (sections.next(), sections.next(), sections.next())
-            else {
-                return false;
-            };
-            sections.next().is_none()
-                && flags.chars().all(|c| matches!(c, 'g' | 'i' | 'I' | 'p' | 'm' | 'M') || c.is_ascii_digit())
         }
-        Some(_) => false,
     }
 }
 
-/// Skips one sed address (`12`, `$`, `/regex/`, `first~step`); `None` on an unterminated regex.
-fn skip_sed_address(command: &str) -> Option<&str> {
-    if let Some(after) = command.strip_prefix('/') {
-        let mut escaped = false;
-        for (index, c) in after.char_indices() {
-            match c {
-                '\\' if !escaped => escaped = true,
-                '/' if !escaped => return Some(&after[index + 1..]),
-                _ => escaped = false,
-            }
+/// Skips blanks (and `;` and newlines between commands when `separators`).
+fn skip_blank(mut text: &[u8], separators: bool) -> &[u8] {
+    while let Some((&first, after)) = text.split_first() {
+        if first == b' ' || first == b'\t' || (separators && (first == b';' || first == b'\n')) {
+            text = after;
+        } else {
+            break;
         }
-        return None;
     }
-    Some(command.trim_start_matches(|c: char| c.is_ascii_digit() || c == '$' || c == '~'))
+    text
+}
+
+/// Reads one command; returns what follows it, which must start with a separator or be empty.
+fn sed_command(text: &[u8]) -> Option<&[u8]> {
+    let mut rest = sed_address(text)?;
+    if let Some(second) = rest.strip_prefix(b",") {
+        rest = sed_address(second)?;
+    }
+    rest = skip_blank(rest, false);
+    if let Some(after) = rest.strip_prefix(b"!") {
+        rest = skip_blank(after, false);
+    }
+    let (&letter, after) = rest.split_first()?;
+    let after = match letter {
+        b'p' | b'd' | b'q' | b'=' | b'n' | b'N' | b'P' | b'D' | b'g' | b'G' | b'h' | b'H' | b'x' | b'l' => after,
+        b's' => {
+            let (&delimiter, body) = after.split_first()?;
+            // Only delimiters that mean nothing else in a regex or a replacement.
+            if !b"/|,:@%+_#".contains(&delimiter) {
+                return None;
+            }
+            let body = sed_regex(body, delimiter)?;
+            let mut flags = sed_replacement(body, delimiter)?;
+            while let Some((&flag, after)) = flags.split_first() {
+                if matches!(flag, b'g' | b'i' | b'I' | b'p' | b'm' | b'M') || flag.is_ascii_digit() {
+                    flags = after;
+                } else {
+                    break;
+                }
+            }
+            flags
+        }
+        _ => return None,
+    };
+    let after = skip_blank(after, false);
+    match after.first() {
+        None | Some(b';' | b'\n') => Some(after),
+        Some(_) => None,
+    }
+}
+
+/// One address: a line number, `$`, `first~step`, or `/regex/`; nothing is an address too.
+fn sed_address(text: &[u8]) -> Option<&[u8]> {
+    if let Some(regex) = text.strip_prefix(b"/") {
+        return sed_regex(regex, b'/');
+    }
+    let digits = text.iter().take_while(|byte| byte.is_ascii_digit() || **byte == b'$' || **byte == b'~').count();
+    Some(&text[digits..])
+}
+
+/// Reads a regex up to its closing delimiter; returns what follows the delimiter.
+fn sed_regex(text: &[u8], delimiter: u8) -> Option<&[u8]> {
+    let mut index = 0;
+    while let Some(&byte) = text.get(index) {
+        match byte {
+            b'\n' => return None,
+            b'\\' => {
+                // `\/` is a literal delimiter; an escaped newline continues the command.
+                if *text.get(index + 1)? == b'\n' {
+                    return None;
+                }
+                index += 2;
+            }
+            b'[' => index += plain_bracket(&text[index..])?,
+            _ if byte == delimiter => return Some(&text[index + 1..]),
+            _ => index += 1,
+        }
+    }
+    None
+}
+
+/// The length of a plain bracket expression at the start of `text` (which starts with `[`).
+fn plain_bracket(text: &[u8]) -> Option<usize> {
+    let mut index = 1;
+    if text.get(index) == Some(&b'^') {
+        index += 1;
+    }
+    let first = index;
+    while let Some(&byte) = text.get(index) {
+        match byte {
+            b']' if index > first => return Some(index + 1),
+            _ if byte.is_ascii_alphanumeric() || matches!(byte, b' ' | b'_' | b'-' | b'.') => index += 1,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Reads a replacement up to its closing delimiter; returns what follows the delimiter.
+fn sed_replacement(text: &[u8], delimiter: u8) -> Option<&[u8]> {
+    let mut index = 0;
+    while let Some(&byte) = text.get(index) {
+        match byte {
+            b'\n' => return None,
+            b'\\' => {
+                if *text.get(index + 1)? == b'\n' {
+                    return None;
+                }
+                index += 2;
+            }
+            _ if byte == delimiter => return Some(&text[index + 1..]),
+            _ => index += 1,
+        }
+    }
+    None
 }
 
 /// awk: the program (the first operand) must be in the subset of [`crate::gate::awk`].
@@ -2955,7 +3039,22 @@ mod tests {
 
     #[test]
     fn sed_scripts() {
-        for safe in ["1,20p", "s/a/b/g", "/^#/d", "$p", "s|x|y|", "10q", "/fn classify/,/^}/p", "/a\\/b/p"] {
+        for safe in [
+            "1,20p",
+            "s/a/b/g",
+            "/^#/d",
+            "$p",
+            "s|x|y|",
+            "10q",
+            "/fn classify/,/^}/p",
+            "/a\\/b/p",
+            "s/a\\/b/c/",
+            "s/[a-z]/X/g",
+            "s/[^ ]*//",
+            "1d;s/x/y/ ; p",
+            "s/a/b/2\n$d",
+            "/x/!d",
+        ] {
             assert!(sed_script_is_safe(safe), "{safe}");
         }
         for unsafe_script in [
@@ -2968,6 +3067,16 @@ mod tests {
             "/x/,/y/e id",
             "/unterminated",
             "s/a\\/b/c/w x",
+            // A delimiter inside a bracket expression is a member (red team round 27).
+            "s/[/]/;/e#/p",
+            "s/[]/]/e",
+            "s/[[:alpha:]]/x/e",
+            "/[/]/e id",
+            "s/a/b/ e",
+            "p p",
+            "s\\a\\b\\",
+            "s/a\\\nb/c/",
+            "{p}",
         ] {
             assert!(!sed_script_is_safe(unsafe_script), "{unsafe_script}");
         }

@@ -494,11 +494,18 @@ pub fn crude_parts(command: &str) -> Vec<CommandPart> {
     parts
 }
 
-/// Quotes an argv array (Codex's `["bash", "-lc", "…"]`) into one command line.
+/// Quotes an argv array (Codex's `["bash", "-lc", "…"]`) into one command line. The host runs
+/// the array without a shell, so the first word is always quoted: bare, bash would read
+/// `TERM=/…/find` as an assignment and `time` or `!` as reserved words, none of which happens
+/// when the array is run directly.
 pub fn join_argv(argv: &[String]) -> String {
     argv.iter()
-        .map(|word| {
-            if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c)) {
+        .enumerate()
+        .map(|(index, word)| {
+            if index > 0
+                && !word.is_empty()
+                && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
+            {
                 word.clone()
             } else {
                 format!("'{}'", word.replace('\'', "'\\''"))
