@@ -441,8 +441,9 @@ const SENSITIVE_NAMES: [&str; 35] = [
     ".zsh_history",
     ".python_history",
 ];
+/// File extensions (after the last dot) of key stores and secret files.
 const SENSITIVE_EXTENSIONS: [&str; 10] =
-    [".pem", ".key", ".p12", ".p8", ".pfx", ".keystore", ".jks", ".kdbx", ".tfstate", ".env"];
+    ["pem", "key", "p12", "p8", "pfx", "keystore", "jks", "kdbx", "tfstate", "env"];
 
 /// A bare file name (or the last component of a path) that holds secrets: `.env`, `.env.local`
 /// (not `.env.example`), SSH private keys, `.netrc`, `*.pem`, `*.key`…
@@ -469,22 +470,24 @@ pub fn is_sensitive_name(name: &str) -> bool {
             &owned
         }
     };
+    // The text after the last dot: one comparison against each listed extension (`.pem` and
+    // the others hold no dot of their own), instead of a suffix test per extension.
+    let extension = name.rsplit_once('.').map(|(_, extension)| extension);
     // Public keys are meant to be shared.
-    if name.ends_with(".pub") {
+    if extension == Some("pub") {
         return false;
     }
     let env_file = (name == ".env" || name.starts_with(".env."))
-        && ![".example", ".sample", ".template", ".dist"].iter().any(|suffix| name.ends_with(suffix));
+        && !matches!(extension, Some("example" | "sample" | "template" | "dist"));
     env_file
-        || name.contains("secret")
+        || name.as_bytes().windows(6).any(|window| window == b"secret")
         || name == ".dev.vars"
-        || name.ends_with(".tfvars")
         // A scan of 35 short names, most rejected on length, beats hashing the name.
         || SENSITIVE_NAMES.contains(&name)
         // `credentials.csv` (the AWS console's key download), `credentials.yml.enc`…
         || name.starts_with("credentials")
-        || ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key))
-        || SENSITIVE_EXTENSIONS.iter().any(|extension| name.ends_with(extension))
+        || (name.starts_with("id_") && ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key)))
+        || extension.is_some_and(|extension| extension == "tfvars" || SENSITIVE_EXTENSIONS.contains(&extension))
 }
 
 /// Whether one path component's glob (`*`, `?`, `[…]` with `!`/`^` and ranges) matches `name`,
@@ -636,9 +639,11 @@ fn credential_location(path: &str, home: &str) -> bool {
     const CREDENTIAL_COMPONENTS: [&str; 8] =
         [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets"];
     if SYSTEM_FILES.contains(&path)
-        || path
-            .split('/')
-            .any(|component| CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential)))
+        || path.split('/').any(|component| {
+            // Every listed name starts with `.` or `s`: most components are passed over at once.
+            matches!(component.as_bytes().first(), Some(b'.' | b's' | b'S'))
+                && CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential))
+        })
     {
         return true;
     }
@@ -650,7 +655,8 @@ fn credential_location(path: &str, home: &str) -> bool {
 /// read is a credential read; writes there are persistence (hooks, config). `.git/HEAD` only
 /// names the checked-out branch.
 fn repository_internals(path: &str) -> bool {
-    !path.ends_with("/.git/HEAD") && path.split('/').any(|component| component.eq_ignore_ascii_case(".git"))
+    !path.ends_with("/.git/HEAD")
+        && path.split('/').any(|component| component.len() == 4 && component.eq_ignore_ascii_case(".git"))
 }
 
 fn persistence_location(path: &str, home: &str) -> bool {
