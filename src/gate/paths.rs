@@ -926,6 +926,17 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".sbtrc", ReasonCode::PersistencePath, "sbt runs the commands in the project's .sbtrc"),
     ("ipython_config.py", ReasonCode::PersistencePath, "IPython loads config files from the working directory"),
     (".bundle", ReasonCode::PersistencePath, "Bundler's project config (.bundle/config: gem sources, paths)"),
+    ("irb.rc", ReasonCode::PersistencePath, "Ruby's irb loads ./irb.rc"),
+    ("_irbrc", ReasonCode::PersistencePath, "Ruby's irb loads ./_irbrc"),
+    ("$irbrc", ReasonCode::PersistencePath, "Ruby's irb loads ./$irbrc"),
+    // Python runs the `import` lines of every `.pth` file in a site directory, and imports
+    // `sitecustomize`/`usercustomize`, whenever an interpreter of that environment starts.
+    (".venv", ReasonCode::PersistencePath, "the project's virtualenv: scripts, site-packages and their .pth files"),
+    ("site-packages", ReasonCode::PersistencePath, "Python site directory (.pth files run at every start)"),
+    ("dist-packages", ReasonCode::PersistencePath, "Debian's Python site directory"),
+    ("sitecustomize.py", ReasonCode::PersistencePath, "imported by Python at start"),
+    ("usercustomize.py", ReasonCode::PersistencePath, "imported by Python at start"),
+    ("pyvenv.cfg", ReasonCode::PersistencePath, "marks a virtualenv (its home and site settings)"),
 ];
 
 /// `HEAD` followed by any number of `~N` (`HEAD`, `HEAD~1`, `HEAD~~`), case-insensitively.

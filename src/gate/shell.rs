@@ -695,6 +695,19 @@ impl Walker<'_> {
             );
             return;
         }
+        if heredoc_inside_substitution(source) {
+            // bash 5.2 re-reads a command substitution from text it prints back, and with a
+            // here-document inside that text joins `a ;⏎b` into one command `a b`; bash ends
+            // a here-document in `$(…)`/`<(…)` at a line `EOF)` where zsh reads on. Walked on
+            // (a hard deny inside is still found), but never vouched for.
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                "a here-document inside `$(…)`, `<(…)` or backquotes, which bash and zsh end and re-read differently"
+                    .to_owned(),
+            );
+        }
         if let Some((at, construct)) = zsh_only_construct(source) {
             // zsh reads `!(…)` as the glob `!` with qualifiers, and the `e` qualifier runs
             // code (`!(echo ';curl …|sh;'c)`); bash reads a negated subshell. zsh reads
@@ -705,6 +718,10 @@ impl Walker<'_> {
                     "is a negated subshell to bash but a glob with qualifiers (which run code) to zsh"
                 }
                 ZshConstruct::NumericRange => "is a redirection to bash but a glob of numbers to zsh",
+                ZshConstruct::ClosingBrace => {
+                    "is an argument to bash but closes a `{ }` group to zsh, which then runs the rest elsewhere"
+                }
+                ZshConstruct::LocaleString => "is a translated string to bash but a literal `$` and a string to zsh",
             };
             self.finding(
                 ReasonCode::OpaqueExecution,
@@ -712,7 +729,7 @@ impl Walker<'_> {
                 None,
                 format!("`{}` {meaning}", truncate_word(&source[at..])),
             );
-            return;
+            // Walked on: what the walk finds can only add strictness (a hard deny is still found).
         }
         if has_empty_heredoc_delimiter(source) {
             // brush-parser 0.4's tokenizer loops forever on an empty here-document delimiter
@@ -873,7 +890,14 @@ impl Walker<'_> {
             let first_part = self.analysis.parts.len();
             let in_pipe = pipeline.seq.len() > 1;
             if in_pipe {
+                let cds = self.cd_count;
                 self.scoped(|walker| walker.walk_command(command, input, depth));
+                // zsh runs a pipeline's last part in the current shell (bash only with
+                // `lastpipe`), so a `cd` there may outlive the pipeline: which directory the
+                // rest of the line runs in is only known at run time.
+                if index + 1 == pipeline.seq.len() {
+                    self.forget_cwd_if_moved(cds);
+                }
             } else {
                 self.walk_command(command, input, depth);
             }
@@ -2170,11 +2194,45 @@ fn parser_divergence(source: &str) -> Option<&'static str> {
         // Inside `$(…)` the parser keeps blanks in a word and misses a `#` comment after them.
         return Some("a comment inside a command substitution");
     }
-    if backslash_newline_in_single_quotes(source) {
+    if backslash_newline_in_single_quotes(source) || backslash_newline_in_ansi_quotes(source) {
         // In `$'…'` (and `'…'`) both shells keep a backslash-newline; the parser removes it.
         return Some("a backslash before a newline inside single quotes");
     }
+    if process_substitution_glued(source) {
+        // `x<(ls)` is one word to both shells (`x/dev/fd/63`), two to the parser.
+        return Some("a process substitution joined to other text in one word");
+    }
     None
+}
+
+/// Whether any `$'…'`, wherever it sits (inside `"$(…)"` too, where the quote tracking of
+/// [`backslash_newline_in_single_quotes`] loses count), holds a backslash before a newline.
+fn backslash_newline_in_ansi_quotes(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    let mut index = 0;
+    while let Some(offset) = bytes.get(index..).and_then(|rest| rest.windows(2).position(|pair| pair == b"$'")) {
+        index += offset + 2;
+        while let Some(&byte) = bytes.get(index) {
+            match byte {
+                b'\\' if bytes.get(index + 1) == Some(&b'\n') => return true,
+                b'\\' => index += 2,
+                b'\'' => break,
+                _ => index += 1,
+            }
+        }
+        index += 1;
+    }
+    false
+}
+
+/// Whether a `<(` or `>(` directly follows a character that makes it part of a longer word.
+fn process_substitution_glued(source: &str) -> bool {
+    let bytes = source.as_bytes();
+    bytes.windows(2).enumerate().any(|(index, pair)| {
+        matches!(pair, [b'<' | b'>', b'('])
+            && index > 0
+            && !matches!(bytes[index - 1], b' ' | b'\t' | b'\n' | b';' | b'|' | b'&' | b'(' | b'<' | b'>')
+    })
 }
 
 /// Byte offsets of each `<<` or `<<-` here-document operator (not `<<<`).
@@ -2298,6 +2356,10 @@ enum ZshConstruct {
     GlobQualifier,
     /// `<->`, `<1-99>`: bash's redirections, zsh's glob of numbers.
     NumericRange,
+    /// A `}` word after a command's words (`ls x }`): bash's argument, zsh's end of a group.
+    ClosingBrace,
+    /// `$"…"`: bash's translated string, zsh's literal `$` before a string.
+    LocaleString,
 }
 
 /// Where the first unquoted construct that zsh reads differently from bash starts, if any.
@@ -2316,11 +2378,53 @@ fn zsh_only_construct(source: &str) -> Option<(usize, ZshConstruct)> {
             b'<' if !single && !double && is_numeric_range(&bytes[index + 1..]) => {
                 return Some((index, ZshConstruct::NumericRange));
             }
+            b'$' if !single && !double && bytes.get(index + 1) == Some(&b'"') => {
+                return Some((index, ZshConstruct::LocaleString));
+            }
+            b'}' if !single && !double && is_argument_closing_brace(bytes, index) => {
+                return Some((index, ZshConstruct::ClosingBrace));
+            }
             _ => {}
         }
         index += 1;
     }
     None
+}
+
+/// Whether the `}` at `at` is a word of its own after a command's words (`ls x }`), where bash
+/// reads an argument; after `;`, a newline, `&`, `|` or `{` it is bash's reserved word too.
+fn is_argument_closing_brace(bytes: &[u8], at: usize) -> bool {
+    let before = bytes[..at].last();
+    let after = bytes.get(at + 1);
+    let lone = matches!(before, Some(b' ' | b'\t'))
+        && matches!(after, None | Some(b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b')'));
+    let previous = bytes[..at].iter().rev().find(|byte| !matches!(byte, b' ' | b'\t'));
+    lone && !matches!(previous, None | Some(b';' | b'\n' | b'&' | b'|' | b'{'))
+}
+
+/// Whether a here-document operator sits inside `$(…)`, `<(…)`, `>(…)` or backquotes. Crude:
+/// parentheses and backquotes are counted without tracking quotes, which errs towards `true`.
+fn heredoc_inside_substitution(source: &str) -> bool {
+    let heredocs = heredoc_operators(source);
+    let Some(&last) = heredocs.last() else { return false };
+    let bytes = source.as_bytes();
+    let (mut opened, mut closed, mut backquotes) = (0usize, 0usize, 0usize);
+    let mut next = heredocs.iter().peekable();
+    for (index, &byte) in bytes.iter().enumerate().take(last + 1) {
+        if next.peek() == Some(&&index) {
+            if opened > closed || backquotes % 2 == 1 {
+                return true;
+            }
+            next.next();
+        }
+        match byte {
+            b'(' if index > 0 && matches!(bytes[index - 1], b'$' | b'<' | b'>') => opened += 1,
+            b')' => closed += 1,
+            b'`' => backquotes += 1,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Whether `rest` (the text after a `<`) is `digits-digits>`, either run of digits optional.

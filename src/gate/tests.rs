@@ -267,7 +267,6 @@ fn host_settings_do_not_change_an_allowed_line() {
         "head README.md -n 5",
         "diff -U 3 a.txt /dev/null",
         "git log -p -U3 -- src",
-        "echo \"$(cat <<'EOF'\nnotes\nEOF\n)\"",
         "cat <<'EOF' > notes.txt\nline # not a comment\nEOF",
     ] {
         assert_eq!(bash(&gate, allowed).action, GateAction::Allow, "{allowed}");
@@ -282,6 +281,16 @@ fn host_settings_do_not_change_an_allowed_line() {
         "LANG=zh_TW ls",
         "LC_CTYPE=/workspace/locale ls",
         "echo \"\u{4e2d}\\\" ; id ; #\"",
+        // A here-document inside a substitution: bash 5.2 re-reads the substitution from
+        // text it prints back (joining `a ;⏎b` into `a b`), and ends the body at `EOF)` where
+        // zsh reads on (found by tests/parser_vs_shells.rs).
+        "echo \"$(cat <<'EOF'\nnotes\nEOF\n)\"",
+        "cat <(cat <<'EOF'\nEOF)\nls q\nEOF\n)",
+        // Forms zsh reads otherwise: `}` after words closes a group; `$"…"` keeps its `$`;
+        // a process substitution glued to a word is one word to both shells.
+        "{ if ls x }\nthen ls; fi; }",
+        "echo $\"a b\"",
+        "cat x<(ls)",
         // zsh integer variables, numeric globs, printf length modifiers.
         "COLUMNS=PATH=0 ls",
         "for LINES in 1; do :; done",
