@@ -271,6 +271,10 @@ pub struct ArgumentSpec {
     /// searched even when hidden or ignored (`.env`, a gitignored `secrets.ts`).
     #[serde(default)]
     pub search_globs: Vec<String>,
+    /// Fields holding a ripgrep type name (Claude Code's Grep `type`): a type whitelists its
+    /// globs past the hidden-file check, so only source-language types are vouched for.
+    #[serde(default)]
+    pub search_types: Vec<String>,
 }
 
 impl ArgumentSpec {

@@ -1038,7 +1038,23 @@ impl Gate {
         // A ripgrep-backed search (Claude Code's Grep): an include glob overrides hidden and
         // ignore rules (`glob: ".env"` prints it), and rg searches a hidden directory it is
         // pointed at; neither is vouched for.
-        if !arguments.search_globs.is_empty() {
+        for field in &arguments.search_types {
+            match call.input.get(field.as_str()) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(kind)) if crate::gate::programs::is_source_code_type(kind) => {}
+                Some(Value::String(kind)) => {
+                    unit.path_tier = unit.path_tier.max(Tier::High);
+                    unit.add(
+                        ReasonCode::CredentialPath,
+                        kind.clone(),
+                        "is a ripgrep type that is not a source language: its globs are searched even in hidden files",
+                        None,
+                    );
+                }
+                Some(_) => unit.malformed(field, format!("`{field}` must be a type name string")),
+            }
+        }
+        if !arguments.search_globs.is_empty() || !arguments.search_types.is_empty() {
             for field in &arguments.search_globs {
                 match call.input.get(field.as_str()) {
                     None | Some(Value::Null) => {}

@@ -1117,13 +1117,22 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "PATTERN READ...",
         alternatives: &[("e", "READ..."), ("f", "READ..."), ("files", "READ..."), ("type-list", ""), ("version", "")],
         check: Some(rg_check),
-        matches: &["rg -n 'fn main' src", "rg --files", "rg -g '!*.min.js' TODO"],
+        matches: &[
+            "rg -n 'fn main' src",
+            "rg --files",
+            "rg -g '!*.min.js' TODO",
+            "rg -t rust 'unwrap\\(\\)' src",
+            "rg --type=py -t ts x",
+        ],
         not_matches: &[
             "rg --pre ./x.sh TODO",
             "rg --pre=sh TODO",
             "rg -z x",
             "rg --pr=sh x",
-            "rg -t rust 'unwrap\\(\\)' src",
+            "rg -t all token",
+            "rg -t yaml -t json npmAuthToken",
+            "rg -tsh x",
+            "rg --type-add 'x:*.env' -t x y",
             "rg -g '*.rs' x",
             "rg token .git",
         ],
@@ -2019,6 +2028,21 @@ fn no_response_files(_parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> R
 
 /// ripgrep: `--glob` overrides its ignore rules, so a glob that can name a dotfile or a
 /// credential file (`-g '.env*'`) is refused.
+/// ripgrep types whose globs are only source-code extensions (`rust`: `*.rs`), in every
+/// ripgrep release: their whitelist reaches hidden files only as `.NAME.rs`-style sources, never
+/// dotfiles such as `.yarnrc.yml` (`yaml`), `.bashrc` (`sh`), `.irbrc` (`ruby`) or
+/// `*.properties` (`java`). `rg --type-list` shows a release's table.
+pub const SOURCE_CODE_TYPES: [&str; 26] = [
+    "c", "clojure", "cpp", "cs", "css", "dart", "elixir", "go", "haskell", "html", "js", "julia", "kotlin", "lua",
+    "markdown", "md", "ocaml", "php", "py", "rst", "rust", "scala", "swift", "ts", "zig", "vue",
+];
+
+/// Whether an rg type name (as given to `-t`/`--type`, or Claude Code's Grep `type`) is one
+/// of [`SOURCE_CODE_TYPES`].
+pub fn is_source_code_type(kind: &str) -> bool {
+    SOURCE_CODE_TYPES.contains(&kind)
+}
+
 fn rg_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
     // rg skips hidden files only while walking: a hidden directory named on the command line
     // (`rg token .git`) is searched, and its files printed.
@@ -2028,10 +2052,13 @@ fn rg_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), S
             return Err(format!("searches the hidden path `{path}`, whose files rg would print"));
         }
     }
-    // A type filter whitelists its extensions past the hidden-file check (`-t yaml` prints
-    // `.yarnrc.yml`), as an include glob does.
-    if parsed.has(grammar, "type") || parsed.has(grammar, "type-add") {
-        return Err("uses a type filter, which searches hidden files of that type".to_owned());
+    // A type filter whitelists its globs past the hidden-file check (`-t yaml` prints
+    // `.yarnrc.yml`), as an include glob does: only source-language types are vouched for.
+    if parsed.has(grammar, "type-add") {
+        return Err("defines a type, whose globs can search hidden files".to_owned());
+    }
+    if let Some(kind) = values(parsed, grammar, "type").find(|kind| !is_source_code_type(kind)) {
+        return Err(format!("uses the type filter `{kind}`, which can search hidden files of that type"));
     }
     // An include glob overrides hidden and ignore rules (`-g '*'` searches `.git` and `.env`,
     // and rg's `*` matches a leading dot): only exclusions (`!…`) are vouched for.

@@ -141,7 +141,11 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             spec(
                 "Grep",
                 READ,
-                ArgumentSpec { search_globs: vec!["glob".to_owned(), "type".to_owned()], ..reads(&["path"]) },
+                ArgumentSpec {
+                    search_globs: vec!["glob".to_owned()],
+                    search_types: vec!["type".to_owned()],
+                    ..reads(&["path"])
+                },
             ),
             // Code intelligence through a language server, which runs project code to answer
             // (rust-analyzer runs `build.rs` and proc macros, tsserver loads plugins named in
