@@ -813,8 +813,14 @@ impl Gate {
         bases: &[Option<&str>],
         workspace: &Workspace,
     ) {
-        let target =
-            parsed.options.iter().find(|given| !given.values.is_empty()).map(|given| given.values[0].0.clone());
+        // The target directory is the option value declared as a write (`-t DIR`), not the
+        // first value of any option (`--sparse=auto` is not a destination).
+        let target = parsed
+            .options
+            .iter()
+            .flat_map(|given| given.values.iter())
+            .find(|(_, role)| *role == Role::Write)
+            .map(|(value, _)| value.clone());
         let operands: Vec<&str> = parsed.operands.iter().map(|(word, _)| args[*word].as_str()).collect();
         let (destination, sources) = match (&target, operands.split_last()) {
             (Some(target), _) => (target.as_str(), operands.as_slice()),

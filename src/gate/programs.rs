@@ -1909,12 +1909,13 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "",
         check: Some(version_check),
         narrow: true,
-        matches: &["cargo --version", "rustc -V", "node --version"],
-        not_matches: &["cargo build", "python3 -c 'import os'", "node -V x"],
-        ..entry(
-            "safe.version",
-            &["cargo", "rustc", "node", "npm", "python3", "python", "go", "rustup", "deno", "bun", "gcc", "make"],
-        )
+        matches: &["node --version", "python3 -V", "make --version"],
+        not_matches: &["node build", "python3 -c 'import os'", "node -V x"],
+        // Not cargo, rustc, rustup or go: rustup's proxies run the toolchain a
+        // `rust-toolchain.toml` names (its `path` may be a directory the agent can write), and
+        // go runs (and downloads) the toolchain `go.mod` names. A version query of theirs runs
+        // a program chosen by files in the repository.
+        ..entry("safe.version", &["node", "npm", "python3", "python", "deno", "bun", "gcc", "make"])
     },
     SafeEntry {
         tier: Tier::Medium,
@@ -2863,6 +2864,14 @@ pub fn judge_git(args: &[String]) -> Judgement {
     };
     let subcommand = args[subcommand_index].as_str();
     let rest = &args[subcommand_index + 1..];
+    // Format placeholders that verify signatures (`%G?`, `%GS`, `%GK`, `%(signature…)`) run
+    // gpg, or the program `gpg.program` names, as `--show-signature` does.
+    if let Some(word) = rest.iter().find(|word| word.contains("%G") || word.contains("%(signature")) {
+        return Judgement::Refused {
+            entry: first,
+            reason: format!("uses the format `{word}`, whose signature placeholders run gpg"),
+        };
+    }
     let mut refusal = None;
     for (sub, grammar) in COMPILED.iter() {
         if !sub.names.contains(&subcommand) {

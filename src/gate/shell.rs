@@ -23,6 +23,50 @@ use crate::gate::paths::{self, Access};
 
 /// Deeper nesting of `bash -c`, `$(…)` and `eval` than this is refused (fail closed).
 const MAX_DEPTH: usize = 8;
+
+/// Panics inside brush-parser caught by [`catch_parser_panic`] since the process started.
+static CAUGHT_PARSER_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    /// Set while [`catch_parser_panic`] runs a parse: a panic then is a parse failure it catches.
+    static IN_PARSER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs a brush-parser call; a panic in it is `None`, a parse failure the caller fails closed on.
+///
+/// The panic is counted ([`caught_parser_panics`], `permit_parser_panics_total`) and kept off
+/// stderr: Rust's default hook printed each one (59 KB of backtrace with `RUST_BACKTRACE=1`), and
+/// the printing cut throughput from 3,498 to 244 requests/s (issue 14). The first call wraps the
+/// process's panic hook once; the wrapper is silent only while this thread is inside a parse, so
+/// a panic anywhere else still reaches the previous hook and prints.
+pub fn catch_parser_panic<T>(parse: impl FnOnce() -> T) -> Option<T> {
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_PARSER.try_with(std::cell::Cell::get).unwrap_or(false) {
+                tracing::debug!("brush-parser panicked (caught; a parse error): {info}");
+            } else {
+                previous(info);
+            }
+        }));
+    });
+    let outer = IN_PARSER.replace(true);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(parse));
+    IN_PARSER.set(outer);
+    match result {
+        Ok(value) => Some(value),
+        Err(_) => {
+            CAUGHT_PARSER_PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+/// Panics caught inside brush-parser since the process started (see [`catch_parser_panic`]).
+pub fn caught_parser_panics() -> u64 {
+    CAUGHT_PARSER_PANICS.load(std::sync::atomic::Ordering::Relaxed)
+}
 /// At most this many sources are parsed for one command (the line itself, substitutions,
 /// `bash -c` scripts, followed payloads). A red-team input fanned written scripts out tenfold
 /// per level and took over 30 s before this bound.
@@ -722,6 +766,10 @@ impl Walker<'_> {
                     "is an argument to bash but closes a `{ }` group to zsh, which then runs the rest elsewhere"
                 }
                 ZshConstruct::LocaleString => "is a translated string to bash but a literal `$` and a string to zsh",
+                ZshConstruct::ParameterFlag => "is literal text to bash but a parameter expansion with a flag to zsh",
+                ZshConstruct::ParameterModifier => {
+                    "is a parameter and text to bash but a parameter with a modifier (`:h`, `:s/…/…/`) to zsh"
+                }
             };
             self.finding(
                 ReasonCode::OpaqueExecution,
@@ -769,10 +817,8 @@ impl Walker<'_> {
         }
         // Defence in depth: brush-parser 0.4 still unwraps inside its tokenizer (a panic on
         // `$(/<<  h …` found by `cargo fuzz run shell`); a panic is a parse error, not a crash.
-        let tokenized = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            uncached_tokenize_str(source, &self.options.tokenizer_options())
-        }));
-        let Ok(tokenized) = tokenized else {
+        let tokenized = catch_parser_panic(|| uncached_tokenize_str(source, &self.options.tokenizer_options()));
+        let Some(tokenized) = tokenized else {
             self.finding(
                 ReasonCode::ShellParseError,
                 Tier::High,
@@ -835,8 +881,8 @@ impl Walker<'_> {
         }
         // Defence in depth: a panic inside the parser on input nobody has found yet is a parse
         // error (fail closed), not a crashed service.
-        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_tokens(&tokens, &self.options)));
-        let Ok(parsed) = parsed else {
+        let parsed = catch_parser_panic(|| parse_tokens(&tokens, &self.options));
+        let Some(parsed) = parsed else {
             self.finding(
                 ReasonCode::ShellParseError,
                 Tier::High,
@@ -1281,9 +1327,8 @@ impl Walker<'_> {
             );
             return Expanded::unknown(word);
         }
-        let parsed =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| brush_parser::word::parse(word, &self.options)));
-        let Ok(parsed) = parsed else {
+        let parsed = catch_parser_panic(|| brush_parser::word::parse(word, &self.options));
+        let Some(parsed) = parsed else {
             self.finding(ReasonCode::ShellParseError, Tier::High, None, format!("cannot parse the word `{word}`"));
             return Expanded::unknown(word);
         };
@@ -1547,11 +1592,9 @@ impl Walker<'_> {
         if !body.contains('$') && !body.contains('`') && !body.contains('\\') {
             return false;
         }
-        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            brush_parser::word::parse_heredoc(body, &self.options)
-        }));
+        let parsed = catch_parser_panic(|| brush_parser::word::parse_heredoc(body, &self.options));
         match parsed {
-            Ok(Ok(pieces)) => {
+            Some(Ok(pieces)) => {
                 let mut sink = Expanded::default();
                 self.expand_pieces(body, &pieces, depth, &mut sink, false);
                 // `\` escapes are decoded too, so a body with one is not the text written.
@@ -2360,6 +2403,12 @@ enum ZshConstruct {
     ClosingBrace,
     /// `$"…"`: bash's translated string, zsh's literal `$` before a string.
     LocaleString,
+    /// `$=NAME`, `$~NAME`, `$^NAME`, `$+NAME`, `$#NAME`: literal text or a positional count to
+    /// bash, a parameter with a zsh flag (splitting, globbing, length…) to zsh.
+    ParameterFlag,
+    /// `$NAME:h`: a parameter and literal text to bash, a parameter with a zsh modifier
+    /// (`:h` is the directory part, `:s/x/y/` a substitution) to zsh.
+    ParameterModifier,
 }
 
 /// Where the first unquoted construct that zsh reads differently from bash starts, if any.
@@ -2381,6 +2430,17 @@ fn zsh_only_construct(source: &str) -> Option<(usize, ZshConstruct)> {
             b'$' if !single && !double && bytes.get(index + 1) == Some(&b'"') => {
                 return Some((index, ZshConstruct::LocaleString));
             }
+            b'$' if !single
+                && matches!(bytes.get(index + 1), Some(b'=' | b'~' | b'^' | b'+' | b'#'))
+                && bytes
+                    .get(index + 2)
+                    .is_some_and(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'{')) =>
+            {
+                return Some((index, ZshConstruct::ParameterFlag));
+            }
+            b'$' if !single && has_zsh_modifier(&bytes[index + 1..]) => {
+                return Some((index, ZshConstruct::ParameterModifier));
+            }
             b'}' if !single && !double && is_argument_closing_brace(bytes, index) => {
                 return Some((index, ZshConstruct::ClosingBrace));
             }
@@ -2389,6 +2449,19 @@ fn zsh_only_construct(source: &str) -> Option<(usize, ZshConstruct)> {
         index += 1;
     }
     None
+}
+
+/// Whether `rest` (the text after a `$`) is an unbraced parameter name or digits followed by
+/// `:` and a letter or `&`, which zsh reads as a history-style modifier (`$PWD:h`).
+fn has_zsh_modifier(rest: &[u8]) -> bool {
+    let name = match rest.first() {
+        Some(byte) if byte.is_ascii_digit() => rest.iter().take_while(|byte| byte.is_ascii_digit()).count(),
+        Some(byte) if byte.is_ascii_alphabetic() || *byte == b'_' => {
+            rest.iter().take_while(|byte| byte.is_ascii_alphanumeric() || **byte == b'_').count()
+        }
+        _ => return false,
+    };
+    rest.get(name) == Some(&b':') && rest.get(name + 1).is_some_and(|byte| byte.is_ascii_alphabetic() || *byte == b'&')
 }
 
 /// Whether the `}` at `at` is a word of its own after a command's words (`ls x }`), where bash

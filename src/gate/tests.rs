@@ -291,6 +291,17 @@ fn host_settings_do_not_change_an_allowed_line() {
         "{ if ls x }\nthen ls; fi; }",
         "echo $\"a b\"",
         "cat x<(ls)",
+        // zsh modifiers and flags on a parameter (round 29): `$PWD:h` is the parent directory,
+        // `$=NAME` / `$~NAME` / `$^NAME` expand NAME.
+        "cat .$PWD:h/../home/dev/.config/gh/hosts.yml",
+        "echo $=ANTHROPIC_API_KEY",
+        "cat $~HOME/.claude/.credentials.json",
+        "echo \"$^GITHUB_TOKEN\"",
+        "cat <<EOF\n$=AWS_SECRET_ACCESS_KEY\nEOF",
+        // A version query through a toolchain proxy runs the toolchain the repository names.
+        "cargo --version",
+        // Signature placeholders run gpg.
+        "git log --format=%G? -n 3",
         // zsh integer variables, numeric globs, printf length modifiers.
         "COLUMNS=PATH=0 ls",
         "for LINES in 1; do :; done",

@@ -199,7 +199,9 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             spec("ListMcpResourcesTool", READ, none()),
             spec("ReadMcpResourceTool", OPEN_READ, none()),
             // Worktrees: a new checkout beside the repository, and back.
-            spec("EnterWorktree", WRITE, none()),
+            // `git worktree add` checks files out, which runs the repository's post-checkout
+            // hook: judged as running code.
+            spec("EnterWorktree", EXECUTE, none()),
             spec("ExitWorktree", WRITE, none()),
             // Loads a skill's instructions into the conversation; the calls it leads to are
             // judged one by one.
