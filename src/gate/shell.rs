@@ -2415,34 +2415,103 @@ enum ZshConstruct {
 fn zsh_only_construct(source: &str) -> Option<(usize, ZshConstruct)> {
     let bytes = source.as_bytes();
     let (mut single, mut double) = (false, false);
+    // Here-documents opened on the current line: (end marker, body expands, tabs stripped).
+    // Their bodies and `#` comments are read as the shells read them, so a quote in them
+    // (`# don't`) cannot hide what follows (red-team round 30).
+    let mut pending: Vec<(Vec<u8>, bool, bool)> = Vec::new();
     let mut index = 0;
     while index < bytes.len() {
-        match bytes[index] {
+        let byte = bytes[index];
+        let outside_quotes = !single && !double;
+        if outside_quotes && byte == b'<' && bytes.get(index + 1) == Some(&b'<') {
+            let run = bytes[index..].iter().take_while(|&&byte| byte == b'<').count();
+            if run == 2 {
+                let word = heredoc_delimiter(source, index);
+                let quoted = word.contains(['\'', '"', '\\']);
+                let marker = word.bytes().filter(|byte| !matches!(byte, b'\'' | b'"' | b'\\')).collect();
+                pending.push((marker, !quoted, bytes.get(index + 2) == Some(&b'-')));
+            }
+            index += run;
+            continue;
+        }
+        if outside_quotes
+            && byte == b'#'
+            && (index == 0 || matches!(bytes[index - 1], b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'('))
+        {
+            // A comment runs to the end of the line.
+            index += bytes[index..].iter().position(|&byte| byte == b'\n').unwrap_or(bytes.len() - index);
+            continue;
+        }
+        if outside_quotes && byte == b'\n' && !pending.is_empty() {
+            index += 1;
+            for (marker, expands, strip_tabs) in std::mem::take(&mut pending) {
+                while index < bytes.len() {
+                    let end =
+                        bytes[index..].iter().position(|&byte| byte == b'\n').map_or(bytes.len(), |at| index + at);
+                    let line = &bytes[index..end];
+                    let compared =
+                        if strip_tabs { &line[line.iter().take_while(|&&byte| byte == b'\t').count()..] } else { line };
+                    if compared == marker.as_slice() {
+                        index = end + 1;
+                        break;
+                    }
+                    // An unquoted end marker: the body is expanded, quotes in it are text.
+                    if expands && let Some((at, construct)) = body_parameter_construct(line) {
+                        return Some((index + at, construct));
+                    }
+                    index = end + 1;
+                }
+            }
+            continue;
+        }
+        match byte {
             b'\\' if !single => index += 1,
             b'\'' if !double => single = !single,
             b'"' if !single => double = !double,
-            b'!' if !single && !double && bytes.get(index + 1) == Some(&b'(') => {
+            b'!' if outside_quotes && bytes.get(index + 1) == Some(&b'(') => {
                 return Some((index, ZshConstruct::GlobQualifier));
             }
-            b'<' if !single && !double && is_numeric_range(&bytes[index + 1..]) => {
+            b'<' if outside_quotes && is_numeric_range(&bytes[index + 1..]) => {
                 return Some((index, ZshConstruct::NumericRange));
             }
-            b'$' if !single && !double && bytes.get(index + 1) == Some(&b'"') => {
+            b'$' if outside_quotes && bytes.get(index + 1) == Some(&b'"') => {
                 return Some((index, ZshConstruct::LocaleString));
             }
-            b'$' if !single
-                && matches!(bytes.get(index + 1), Some(b'=' | b'~' | b'^' | b'+' | b'#'))
-                && bytes
-                    .get(index + 2)
-                    .is_some_and(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'{')) =>
-            {
-                return Some((index, ZshConstruct::ParameterFlag));
+            b'$' if !single => {
+                if let Some(construct) = parameter_construct(&bytes[index + 1..]) {
+                    return Some((index, construct));
+                }
             }
-            b'$' if !single && has_zsh_modifier(&bytes[index + 1..]) => {
-                return Some((index, ZshConstruct::ParameterModifier));
-            }
-            b'}' if !single && !double && is_argument_closing_brace(bytes, index) => {
+            b'}' if outside_quotes && is_argument_closing_brace(bytes, index) => {
                 return Some((index, ZshConstruct::ClosingBrace));
+            }
+            _ => {}
+        }
+        index += 1;
+    }
+    None
+}
+
+/// A zsh flag or modifier on the parameter that `rest` (the text after a `$`) starts.
+fn parameter_construct(rest: &[u8]) -> Option<ZshConstruct> {
+    if matches!(rest.first(), Some(b'=' | b'~' | b'^' | b'+' | b'#'))
+        && rest.get(1).is_some_and(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'{'))
+    {
+        return Some(ZshConstruct::ParameterFlag);
+    }
+    has_zsh_modifier(rest).then_some(ZshConstruct::ParameterModifier)
+}
+
+/// The first zsh parameter flag or modifier in one line of an expanded here-document body.
+fn body_parameter_construct(line: &[u8]) -> Option<(usize, ZshConstruct)> {
+    let mut index = 0;
+    while index < line.len() {
+        match line[index] {
+            b'\\' => index += 1,
+            b'$' => {
+                if let Some(construct) = parameter_construct(&line[index + 1..]) {
+                    return Some((index, construct));
+                }
             }
             _ => {}
         }
