@@ -177,8 +177,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(EXIT_BAD_INPUT));
                 }
             };
+            // IO as well as time: a remote screen or review model is an HTTP client (reqwest
+            // panics "IO is disabled" on a runtime without it). One thread is enough: the
+            // model calls of one request wait on the network together, and the gate's heavy
+            // work goes to the blocking pool.
             let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
+                .enable_all()
                 .build()
                 .context("cannot start the async runtime")?;
             let output = if explain {

@@ -73,6 +73,8 @@ pub struct Config {
     #[serde(default)]
     pub review: Option<ReviewConfig>,
     #[serde(default)]
+    pub classifier: ClassifierConfig,
+    #[serde(default)]
     pub session: SessionConfig,
     #[serde(default)]
     pub transcript: TranscriptConfig,
@@ -468,6 +470,11 @@ pub struct HttpSettings {
     pub breaker_failures: u32,
     #[serde(default = "default_breaker_cooldown")]
     pub breaker_cooldown_ms: u64,
+    /// A response body longer than this is refused (`response_too_large`) as soon as it is
+    /// known to be: an answer is a few kilobytes, so anything near the cap is a broken or
+    /// hostile server, and reading it whole would cost memory and parse time.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
 }
 
 impl Default for HttpSettings {
@@ -479,8 +486,49 @@ impl Default for HttpSettings {
             max_backoff_ms: default_max_backoff(),
             breaker_failures: default_breaker_failures(),
             breaker_cooldown_ms: default_breaker_cooldown(),
+            max_response_bytes: default_max_response_bytes(),
         }
     }
+}
+
+/// Bounds on the model work of the classifier stages, per request and per process.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifierConfig {
+    /// How many of one request's classified calls the models judge. Each costs at most one
+    /// screen call and the escalated ones share one review call, so a request makes at most
+    /// this many plus one model calls. Classified calls past it are `ask` (`model_call_limit`).
+    #[serde(default = "default_max_calls_per_request")]
+    pub max_calls_per_request: usize,
+    /// Model calls in flight at once in this process, screens and reviews together. A call
+    /// that gets no slot before its stage's `timeout_ms` fails closed (`model_busy`).
+    #[serde(default = "default_max_concurrent_model_calls")]
+    pub max_concurrent_model_calls: usize,
+}
+
+impl Default for ClassifierConfig {
+    fn default() -> Self {
+        Self {
+            max_calls_per_request: default_max_calls_per_request(),
+            max_concurrent_model_calls: default_max_concurrent_model_calls(),
+        }
+    }
+}
+
+/// A chat completion or Messages answer is a few kilobytes even with reasoning (a 1,024-token
+/// completion is about 4 KiB); 1 MiB leaves room for verbose servers and long reasoning.
+fn default_max_response_bytes() -> u64 {
+    1024 * 1024
+}
+/// Agents emit a handful of parallel tool calls per turn (Claude Code rarely more than ten);
+/// a request with more is unusual enough for a person to look at.
+fn default_max_calls_per_request() -> usize {
+    16
+}
+/// Enough for the screens of a few concurrent requests; beyond it, calls queue inside their
+/// stage's time rather than pile onto a provider that is slow or rate-limiting.
+fn default_max_concurrent_model_calls() -> usize {
+    16
 }
 
 fn default_api_key_header() -> String {
@@ -598,14 +646,46 @@ pub struct ServerConfig {
     pub body_limit_bytes: usize,
     #[serde(default = "default_decision_timeout")]
     pub decision_timeout_ms: u64,
+    /// Decide and feedback requests being parsed, gated or rendered at once (their bodies
+    /// already read); more get 503. Requests waiting on a model do not count here.
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: usize,
+    /// Decide requests waiting on a model at once. When all are taken, a request's classified
+    /// calls are `ask` (`model_busy`) at once, while its gate-settled calls keep their answers.
+    #[serde(default = "default_max_model_concurrency")]
+    pub max_model_concurrency: usize,
+    /// Open client connections; further ones wait in the kernel's accept queue.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers, counted from the connection opening or
+    /// from the end of the previous response (so it is also the keep-alive idle timeout).
+    #[serde(default = "default_header_read_timeout")]
+    pub header_read_timeout_ms: u64,
+    /// Time a client has to send a request's body once its headers are in; then 408.
+    #[serde(default = "default_body_read_timeout")]
+    pub body_read_timeout_ms: u64,
     #[serde(default)]
     pub audit_log: Option<PathBuf>,
     #[serde(default = "default_audit_rotate")]
     pub audit_rotate_bytes: u64,
+    /// When a decision's audit line must be on disk: see [`AuditSync`].
+    #[serde(default)]
+    pub audit_sync: AuditSync,
     #[serde(default = "default_grace")]
     pub shutdown_grace_secs: u64,
+}
+
+/// When a decision's audit line must be on disk (`server.audit_sync`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditSync {
+    /// The line is handed to the writer before the response and written at once; the file is
+    /// fsynced every second. A crash can lose the lines of decisions already answered.
+    #[default]
+    Interval,
+    /// The response waits until the line is written and fsynced (lines waiting together share
+    /// one write and one fsync); if that fails, an `allow` is answered `ask`.
+    Decision,
 }
 
 impl Default for ServerConfig {
@@ -617,8 +697,13 @@ impl Default for ServerConfig {
             body_limit_bytes: default_body_limit(),
             decision_timeout_ms: default_decision_timeout(),
             max_concurrency: default_max_concurrency(),
+            max_model_concurrency: default_max_model_concurrency(),
+            max_connections: default_max_connections(),
+            header_read_timeout_ms: default_header_read_timeout(),
+            body_read_timeout_ms: default_body_read_timeout(),
             audit_log: None,
             audit_rotate_bytes: default_audit_rotate(),
+            audit_sync: AuditSync::default(),
             shutdown_grace_secs: default_grace(),
         }
     }
@@ -689,6 +774,25 @@ fn default_decision_timeout() -> u64 {
 }
 fn default_max_concurrency() -> usize {
     64
+}
+/// As many as decision slots, so a healthy model serves the same load as before the split; a
+/// hanging one holds these and never the decision slots.
+fn default_max_model_concurrency() -> usize {
+    64
+}
+/// Each connection may buffer a body of up to `body_limit_bytes` (2 MiB) while it is read, so
+/// 256 bounds that memory near 512 MiB; agent hosts keep a few connections each.
+fn default_max_connections() -> usize {
+    256
+}
+/// Headers are a few hundred bytes; 10 s is generous for any real client and lets a client
+/// that never finishes its headers hold a connection for at most that long.
+fn default_header_read_timeout() -> u64 {
+    10_000
+}
+/// A 2 MiB body takes 16 s at 1 Mbit/s; 30 s leaves room on slow links.
+fn default_body_read_timeout() -> u64 {
+    30_000
 }
 fn default_audit_rotate() -> u64 {
     100 * 1024 * 1024
@@ -812,6 +916,15 @@ impl Config {
                 );
             }
         }
+        let classifier = &self.classifier;
+        if !(1..=1024).contains(&classifier.max_calls_per_request)
+            || !(1..=1024).contains(&classifier.max_concurrent_model_calls)
+        {
+            return Err(
+                "`classifier.max_calls_per_request` and `classifier.max_concurrent_model_calls` must be within 1..=1024"
+                    .to_owned(),
+            );
+        }
         if self.transcript.max_tokens < 256 || self.transcript.argument_chars == 0 {
             return Err(
                 "`transcript.max_tokens` must be at least 256 and `transcript.argument_chars` at least 1".to_owned()
@@ -843,6 +956,16 @@ impl Config {
         }
         if server.body_limit_bytes == 0 || server.max_concurrency == 0 || server.decision_timeout_ms == 0 {
             return Err("`server.body_limit_bytes`, `server.max_concurrency` and `server.decision_timeout_ms` must be greater than 0".to_owned());
+        }
+        if server.max_model_concurrency == 0
+            || server.max_connections == 0
+            || server.header_read_timeout_ms == 0
+            || server.body_read_timeout_ms == 0
+        {
+            return Err("`server.max_model_concurrency`, `server.max_connections`, `server.header_read_timeout_ms` and `server.body_read_timeout_ms` must be greater than 0".to_owned());
+        }
+        if server.audit_sync == AuditSync::Decision && server.audit_log.is_none() {
+            return Err("`server.audit_sync` is `decision` but no `server.audit_log` is set; set the log's path or remove `audit_sync`".to_owned());
         }
         Ok(())
     }
@@ -1007,6 +1130,13 @@ fn validate_http(field: &str, http: &HttpSettings) -> Result<(), String> {
     }
     if http.initial_backoff_ms > http.max_backoff_ms {
         return Err(format!("`{field}.http.initial_backoff_ms` must not exceed `max_backoff_ms`"));
+    }
+    // Below 1 KiB no real answer fits; above 64 MiB the cap no longer bounds memory usefully.
+    if !(1024..=64 * 1024 * 1024).contains(&http.max_response_bytes) {
+        return Err(format!(
+            "`{field}.http.max_response_bytes` must be within 1024..=67108864, got {}",
+            http.max_response_bytes
+        ));
     }
     Ok(())
 }

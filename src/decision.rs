@@ -136,6 +136,32 @@ pub enum ReasonCode {
     Irreversible,
     /// The call needs the classifier but none is configured, so it goes to a person.
     NoClassifier,
+    /// The screen cleared the call (its choice, and P(allow) at or above the threshold).
+    ScreenAllow,
+    /// The review allowed the call.
+    ReviewAllow,
+    /// The review gave no usable answer (timeout, transport, malformed…; the record's
+    /// `error_kind` says which), so `review.on_error` decided.
+    ReviewError,
+    /// The screen answered but did not clear the call, and no review model is configured.
+    NoReviewModel,
+    /// The screen did not answer within its `timeout_ms`, and no review model is configured.
+    ScreenTimeout,
+    /// The screen gave no usable answer for another reason (the record's `error_kind` says
+    /// which), and no review model is configured.
+    ScreenError,
+    /// Every model slot of the process stayed busy until the stage's time ran out, so no model
+    /// judged the call.
+    ModelBusy,
+    /// The request held more classified calls than the models judge per request.
+    ModelCallLimit,
+    /// The session had too many classifier denials, so a person decides from here.
+    SessionDenialLimit,
+    /// The request's deadline ran out while the call was still with the classifier.
+    DecisionTimeout,
+    /// The audit log could not be written, so an `allow` was answered `ask`: no call is allowed
+    /// without its record.
+    AuditUnavailable,
 }
 
 impl ReasonCode {
@@ -168,6 +194,17 @@ impl ReasonCode {
             ReasonCode::CostlyBudgetExhausted => "costly_budget_exhausted",
             ReasonCode::Irreversible => "irreversible",
             ReasonCode::NoClassifier => "no_classifier",
+            ReasonCode::ScreenAllow => "screen_allow",
+            ReasonCode::ReviewAllow => "review_allow",
+            ReasonCode::ReviewError => "review_error",
+            ReasonCode::NoReviewModel => "no_review_model",
+            ReasonCode::ScreenTimeout => "screen_timeout",
+            ReasonCode::ScreenError => "screen_error",
+            ReasonCode::ModelBusy => "model_busy",
+            ReasonCode::ModelCallLimit => "model_call_limit",
+            ReasonCode::SessionDenialLimit => "session_denial_limit",
+            ReasonCode::DecisionTimeout => "decision_timeout",
+            ReasonCode::AuditUnavailable => "audit_unavailable",
         }
     }
 }
@@ -211,7 +248,13 @@ mod tests {
 
     #[test]
     fn serde_names_match_as_str() {
-        for code in [ReasonCode::UnknownTool, ReasonCode::NoClassifier, ReasonCode::PathEscape] {
+        for code in [
+            ReasonCode::UnknownTool,
+            ReasonCode::NoClassifier,
+            ReasonCode::PathEscape,
+            ReasonCode::ScreenTimeout,
+            ReasonCode::ModelCallLimit,
+        ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));
         }

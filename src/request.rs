@@ -2,8 +2,10 @@
 //! case, exactly as BRIEF.md's "Wire formats".
 //!
 //! Parsing decides nothing about safety; it only refuses input it cannot read faithfully. On
-//! failure it returns a [`RequestError`] naming the field (and, for JSONL, the line) and never
-//! produces a partial request.
+//! failure it returns a [`RequestError`] naming the field when serde knows it, and always the
+//! line and column (and, for JSONL, the file's line), and never produces a partial request.
+//! Parsing is strict ([`parse_object`]): exactly one JSON object, nothing after it, so a second
+//! object appended to an allowed one is an error, never ignored.
 //!
 //! Unknown-input policy (documented in the README):
 //! - the request object and each pending call reject unknown fields, so a typo such as
@@ -15,10 +17,16 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::decision::{Decision, Tier};
+
+/// The longest session id, call id or tool name, in bytes. Ids key in-memory state (sessions,
+/// costly-call budgets) and reach the audit log and the models' question block, so they are
+/// bounded: 256 holds any UUID, Claude Code and Codex ids, and MCP tool names with room to spare.
+pub const MAX_ID_BYTES: usize = 256;
 
 /// `POST /v1/decide` and `permit decide`: one or more pending calls with the session transcript.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -258,14 +266,102 @@ impl EvalCase {
 /// Why a request or case could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
-    #[error("invalid request at `{path}`: {message}")]
-    Field { path: String, message: String },
+    #[error("invalid request {0}")]
+    Json(JsonProblem),
     #[error("invalid request: {0}")]
     Invalid(String),
-    #[error("{file}:{line}: invalid case at `{path}`: {message}")]
-    CaseField { file: String, line: usize, path: String, message: String },
+    #[error("{file}:{line}: invalid case {problem}")]
+    CaseJson { file: String, line: usize, problem: JsonProblem },
     #[error("{file}:{line}: invalid case: {message}")]
     Case { file: String, line: usize, message: String },
+}
+
+/// Where and why a JSON text is not the object expected: the field path when serde knows it,
+/// and always the line and column. Displays as ``at `pending[0].input` (line 1, column 45):
+/// invalid type: …`` or `at line 1, column 1: EOF while parsing an object`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonProblem {
+    /// The field the problem is in (`pending[0].input`), when known.
+    pub path: Option<String>,
+    pub line: usize,
+    pub column: usize,
+    /// What is wrong, without the position.
+    pub message: String,
+}
+
+impl std::fmt::Display for JsonProblem {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let JsonProblem { path, line, column, message } = self;
+        match path {
+            Some(path) => write!(formatter, "at `{path}` (line {line}, column {column}): {message}"),
+            None => write!(formatter, "at line {line}, column {column}: {message}"),
+        }
+    }
+}
+
+impl JsonProblem {
+    fn from_serde(path: Option<String>, error: &serde_json::Error) -> Self {
+        let (line, column) = (error.line(), error.column());
+        let message = error.to_string();
+        // serde_json appends the position to its message; it is reported in its own fields.
+        let suffix = format!(" at line {line} column {column}");
+        let message = message.strip_suffix(&suffix).unwrap_or(&message).to_owned();
+        JsonProblem { path, line, column, message }
+    }
+}
+
+/// Line and column (1-based, the column in bytes, as serde_json counts) of byte `offset`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let line = before.iter().filter(|byte| **byte == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|byte| *byte == b'\n').map_or(0, |newline| newline + 1);
+    (line, offset - line_start + 1)
+}
+
+/// Parses `text` as exactly one JSON object of type `T`, strictly: anything but an object at
+/// the top level (serde would read an array as the struct's fields in order) and any data after
+/// the object (`{…}{…}`) are errors, so what is decided is all that was sent.
+pub fn parse_object<T: DeserializeOwned>(text: &str) -> Result<T, JsonProblem> {
+    if let Some(offset) = text.find(|c: char| !matches!(c, ' ' | '\t' | '\n' | '\r'))
+        && !text[offset..].starts_with('{')
+    {
+        let found = match text.as_bytes()[offset] {
+            b'[' => "an array",
+            b'"' => "a string",
+            b't' | b'f' => "a boolean",
+            b'n' => "null",
+            b'-' | b'0'..=b'9' => "a number",
+            _ => "something that is not JSON",
+        };
+        let (line, column) = position(text, offset);
+        return Err(JsonProblem {
+            path: None,
+            line,
+            column,
+            message: format!("expected a JSON object, found {found}"),
+        });
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = known_path(&error.path().to_string());
+        JsonProblem::from_serde(path, error.inner())
+    })?;
+    deserializer.end().map_err(|error| {
+        let mut problem = JsonProblem::from_serde(None, &error);
+        problem.message = "unexpected data after the JSON object (send one object per request)".to_owned();
+        problem
+    })?;
+    Ok(value)
+}
+
+/// The field path serde_path_to_error reports, without the segments it could not name (`?`):
+/// `.` and `?` say nothing, and `pending[0].?` is better said as `pending[0]`.
+fn known_path(path: &str) -> Option<String> {
+    let mut path = path;
+    while let Some(parent) = path.strip_suffix(".?") {
+        path = parent;
+    }
+    (!matches!(path, "" | "." | "?")).then(|| path.to_owned())
 }
 
 fn validate_pending(pending: &[PendingCall]) -> Result<(), String> {
@@ -282,9 +378,9 @@ fn validate_pending(pending: &[PendingCall]) -> Result<(), String> {
         }
         // Ids and names reach the models' question block; keep them to plain identifiers.
         for (field, value) in [("id", &call.id), ("name", &call.name)] {
-            if value.len() > 256 || !value.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:/@+=".contains(c)) {
+            if !is_plain_id(value) {
                 return Err(format!(
-                    "`pending[{index}].{field}` must be at most 256 letters, digits or `_-.:/@+=`, got `{}`",
+                    "`pending[{index}].{field}` must be at most {MAX_ID_BYTES} letters, digits or `_-.:/@+=`, got `{}`",
                     value.escape_debug()
                 ));
             }
@@ -296,26 +392,31 @@ fn validate_pending(pending: &[PendingCall]) -> Result<(), String> {
     Ok(())
 }
 
-fn split_path_error(error: serde_path_to_error::Error<serde_json::Error>) -> (String, String) {
-    let path = error.path().to_string();
-    let path = if path == "." { "(top level)".to_owned() } else { path };
-    (path, error.into_inner().to_string())
+/// A non-empty id of at most [`MAX_ID_BYTES`] letters, digits or `_-.:/@+=` (call ids, tool
+/// names, and the session ids of feedback routes).
+pub fn is_plain_id(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_ID_BYTES
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:/@+=".contains(c))
 }
 
 impl DecideRequest {
-    /// Parses and validates one request.
+    /// Parses and validates one request, strictly (see [`parse_object`]).
     pub fn from_json(text: &str) -> Result<Self, RequestError> {
-        let deserializer = &mut serde_json::Deserializer::from_str(text);
-        let request: DecideRequest = serde_path_to_error::deserialize(deserializer).map_err(|error| {
-            let (path, message) = split_path_error(error);
-            RequestError::Field { path, message }
-        })?;
+        let request: DecideRequest = parse_object(text).map_err(RequestError::Json)?;
         request.validate().map_err(RequestError::Invalid)?;
         Ok(request)
     }
 
     pub fn validate(&self) -> Result<(), String> {
         validate_pending(&self.pending)?;
+        // Only the length: hosts choose their own id formats (UUIDs, paths), and the id is
+        // never shown to a model. Unbounded, 600 ids of 1.9 MB held 1.1 GB (issue 14).
+        if let Some(session_id) = &self.session_id
+            && session_id.len() > MAX_ID_BYTES
+        {
+            return Err(format!("`session_id` must be at most {MAX_ID_BYTES} bytes, got {} bytes", session_id.len()));
+        }
         if let Some(cwd) = &self.cwd
             && !cwd.starts_with('/')
         {
@@ -336,10 +437,10 @@ pub fn parse_cases(file: &str, text: &str) -> Result<Vec<EvalCase>, RequestError
         if trimmed.is_empty() || trimmed.starts_with("//") {
             continue;
         }
-        let deserializer = &mut serde_json::Deserializer::from_str(trimmed);
-        let case: EvalCase = serde_path_to_error::deserialize(deserializer).map_err(|error| {
-            let (path, message) = split_path_error(error);
-            RequestError::CaseField { file: file.to_owned(), line: line_number, path, message }
+        let case: EvalCase = parse_object(trimmed).map_err(|problem| RequestError::CaseJson {
+            file: file.to_owned(),
+            line: line_number,
+            problem,
         })?;
         case.validate().map_err(|message| RequestError::Case { file: file.to_owned(), line: line_number, message })?;
         if !ids.insert(case.id.clone()) {
@@ -397,6 +498,40 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(error.contains("transcript[0]") && error.contains("text"), "{error}");
+    }
+
+    #[test]
+    fn parsing_is_strict_and_errors_give_line_and_column() {
+        let read = r#"{"pending": [{"id": "a", "name": "Read"}]}"#;
+        // Issue 14: a second object after an allowed one was ignored, and answered `allow`.
+        let smuggled =
+            format!(r#"{read}{{"pending": [{{"id": "b", "name": "Bash", "input": {{"command": "rm -rf ~"}}}}]}}"#);
+        let error = DecideRequest::from_json(&smuggled).unwrap_err().to_string();
+        assert!(error.contains("after the JSON object") && error.contains("line 1, column 43"), "{error}");
+        assert!(DecideRequest::from_json(&format!(" \n{read}\n  \n")).is_ok(), "whitespace around it is fine");
+        // serde reads an array as the struct's fields in order; the wire format is an object.
+        let error =
+            DecideRequest::from_json(r#"[null, null, [], [{"id": "a", "name": "Read"}]]"#).unwrap_err().to_string();
+        assert!(
+            error.contains("expected a JSON object, found an array") && error.contains("line 1, column 1"),
+            "{error}"
+        );
+        let error = DecideRequest::from_json("{").unwrap_err().to_string();
+        assert_eq!(error, "invalid request at line 1, column 1: EOF while parsing an object");
+        let error =
+            DecideRequest::from_json("{\n  \"pending\": [{\"id\": \"a\", \"name\": \"Bash\", \"input\": \"ls\"}]\n}")
+                .unwrap_err()
+                .to_string();
+        assert!(error.starts_with("invalid request at `pending[0].input` (line 2, column "), "{error}");
+        assert!(!error.contains(" at line 2 column"), "the position is not repeated: {error}");
+    }
+
+    #[test]
+    fn session_ids_are_bounded() {
+        let request = |id: &str| format!(r#"{{"session_id": "{id}", "pending": [{{"id": "a", "name": "Read"}}]}}"#);
+        assert!(DecideRequest::from_json(&request(&"s".repeat(MAX_ID_BYTES))).is_ok());
+        let error = DecideRequest::from_json(&request(&"s".repeat(MAX_ID_BYTES + 1))).unwrap_err().to_string();
+        assert!(error.contains("`session_id` must be at most 256 bytes"), "{error}");
     }
 
     #[test]

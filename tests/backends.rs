@@ -92,6 +92,7 @@ fn fast_http() -> HttpSettings {
         max_backoff_ms: 50,
         breaker_failures: 5,
         breaker_cooldown_ms: 60_000,
+        max_response_bytes: 1024 * 1024,
     }
 }
 
@@ -535,4 +536,17 @@ async fn a_cancelled_probe_does_not_wedge_the_breaker() {
     tokio::time::sleep(Duration::from_millis(250)).await;
     let answer = backend.answer(&screen_request()).await;
     assert_eq!(answer.unwrap().choices[0].option, "allow", "a new probe was let through");
+}
+
+/// An error response is read only as far as its quoted snippet, however large its body: a 503
+/// with 8 MiB of HTML is still a retried 503, and its text in the error stays short.
+#[tokio::test]
+async fn a_huge_error_body_is_read_only_for_its_snippet() {
+    let huge = format!("<html>{}</html>", "overloaded ".repeat(800_000));
+    let (base, fake) = serve(vec![raw(503, &huge), raw(400, &huge)]).await;
+    let error = openai(&base, ModelStyle::Decision).answer(&screen_request()).await.unwrap_err();
+    assert_eq!(fake.seen.lock().unwrap().len(), 2, "the 503 was retried, the 400 was not");
+    let text = error.to_string();
+    assert!(text.starts_with("transport error: HTTP 400: <html>overloaded"), "{text}");
+    assert!(text.len() < 300, "{} characters", text.len());
 }

@@ -312,20 +312,46 @@ async fn an_unreachable_model_endpoint_is_not_ready() {
 }
 
 #[tokio::test]
-async fn overload_is_shed_with_retry_after() {
+async fn a_hanging_model_holds_model_slots_never_decision_slots() {
     let stalled = stalled_model().await;
-    let running = start("shed", &screen_config(&stalled), "max_concurrency = 1\ndecision_timeout_ms = 1500").await;
+    let running = start(
+        "shed",
+        &screen_config(&stalled),
+        // Long enough that the checks below run while the first request waits on the model,
+        // however loaded the machine.
+        "max_concurrency = 1\nmax_model_concurrency = 1\ndecision_timeout_ms = 4000",
+    )
+    .await;
     let client = client();
     let first = tokio::spawn(post_json_owned(client.clone(), running.url("/v1/decide"), request("rm -rf build")));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Wait until the first request holds the model slot (it is then past the gate).
+    let started = Instant::now();
+    loop {
+        let metrics = client.get(running.url("/metrics")).bearer_auth(TOKEN).send().await.unwrap();
+        let text = metrics.text().await.unwrap();
+        if text.lines().any(|line| line == "permit_model_slots_busy 1") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the model slot never filled: {text}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let busy = post_json(&client, &running.url("/v1/decide"), request("rm -rf dist"), Some(TOKEN)).await;
+    let body: Value = busy.json().await.unwrap();
+    assert_eq!(body["decisions"][0]["decision"], "ask");
+    assert_eq!(body["decisions"][0]["reason_code"], "model_busy");
+    // The only decision slot is free: the gate still answers.
     let second = post_json(&client, &running.url("/v1/decide"), request("git status"), Some(TOKEN)).await;
-    assert_eq!(second.status(), 503);
-    assert_eq!(second.headers()["retry-after"], "1");
+    assert_eq!(second.status(), 200);
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(body["decisions"][0]["decision"], "allow");
     let first = first.await.unwrap();
     assert_eq!(first.status(), 200, "the admitted request still gets its decision");
-    // The slot is free again.
-    let third = post_json(&client, &running.url("/v1/decide"), request("git status"), Some(TOKEN)).await;
-    assert_eq!(third.status(), 200);
+    let body: Value = first.json().await.unwrap();
+    assert_eq!(body["decisions"][0]["reason_code"], "decision_timeout");
+    // The model slot is free again once the first request is answered.
+    let metrics = client.get(running.url("/metrics")).bearer_auth(TOKEN).send().await.unwrap();
+    let text = metrics.text().await.unwrap();
+    assert!(text.lines().any(|line| line == "permit_model_slots_busy 0"), "{text}");
     running.shutdown().await;
 }
 

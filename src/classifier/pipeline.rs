@@ -12,8 +12,15 @@
 //!   is never allowed by a model (its allow becomes `ask`); a session with too many classifier
 //!   denials sends further classified calls to a person.
 //!
-//! Fails closed everywhere: no error, timeout, malformed answer or missing model ever yields
-//! `allow`. Stage timeouts cancel the model call (its future is dropped).
+//! Model work is bounded: a request's first `classifier.max_calls_per_request` classified calls
+//! are judged and the rest are `ask` (`model_call_limit`); model calls in flight share
+//! `classifier.max_concurrent_model_calls` slots per process, and a stage's `timeout_ms` covers
+//! waiting for a slot as well as the call (`model_busy` when no slot frees in time). Calls the
+//! gate settles never wait for a slot.
+//!
+//! Fails closed everywhere: no error, timeout, malformed answer, busy or missing model ever
+//! yields `allow`, and each failure carries a reason code saying which it was. Stage timeouts
+//! cancel the model call (its future is dropped).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde::Serialize;
+use tokio::sync::Semaphore;
 
 use crate::classifier::prompts::Prompts;
 use crate::classifier::questions::{ALLOW, agent_reason};
@@ -97,6 +105,33 @@ pub struct Pipeline {
     transcript_budget: TranscriptBudget,
     screen: Option<ScreenStage>,
     review: Option<ReviewStage>,
+    /// Classified calls per request the models judge.
+    max_calls_per_request: usize,
+    /// Model calls in flight in this process, screens and reviews together.
+    model_slots: Semaphore,
+}
+
+/// A request the gate has judged: every call has a decision, the classified ones provisionally
+/// (`ask`) until [`Pipeline::finish`] runs the models. Lets a host admit model-bound requests
+/// separately from those the gate settles alone.
+pub struct GatedRequest {
+    outcomes: Vec<GateOutcome>,
+    records: Vec<DecisionRecord>,
+    needs_model: bool,
+    started: Instant,
+}
+
+impl GatedRequest {
+    /// Whether finishing the request may call a model: some call needs the classifier and one
+    /// is configured. When `false`, [`Pipeline::finish`] returns at once.
+    pub fn needs_model(&self) -> bool {
+        self.needs_model
+    }
+
+    /// The gate's records, in request order.
+    pub fn records(&self) -> &[DecisionRecord] {
+        &self.records
+    }
 }
 
 fn millis(duration: Duration) -> f64 {
@@ -159,21 +194,31 @@ fn decision_for(
     }
 }
 
-/// A model call bounded by the stage timeout, validated against its questions.
+/// A model call bounded by the stage timeout, validated against its questions. The timeout
+/// covers waiting for a model slot too, so `timeout_ms` bounds the stage however busy the
+/// process is; a call that gets no slot in time is `Busy` and never reaches the model.
 async fn ask_model(
     model: &dyn DecisionModel,
     request: &ModelRequest,
     timeout: Duration,
+    slots: &Semaphore,
 ) -> (Result<ModelAnswer, ModelError>, f64) {
-    let started = Instant::now();
+    // tokio's clock, so the stage's timers and its latency follow a paused test clock.
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    let timeout_ms = timeout.as_millis().try_into().unwrap_or(u64::MAX);
+    // The permit is held until the model call ends or is cancelled (dropped with this future).
+    let Ok(Ok(_slot)) = tokio::time::timeout_at(deadline, slots.acquire()).await else {
+        return (Err(ModelError::Busy(timeout_ms)), millis(started.elapsed()));
+    };
     // The backend's retries stop at the stage's deadline rather than being cut off mid-wait.
     let mut request = request.clone();
-    request.deadline = Some(started + timeout);
+    request.deadline = Some(deadline.into_std());
     let request = &request;
-    let result = match tokio::time::timeout(timeout, model.answer(request)).await {
+    let result = match tokio::time::timeout_at(deadline, model.answer(request)).await {
         Ok(Ok(answer)) => validate_answer(&request.questions, &answer).map(|()| answer),
         Ok(Err(error)) => Err(error),
-        Err(_) => Err(ModelError::Timeout(timeout.as_millis().try_into().unwrap_or(u64::MAX))),
+        Err(_) => Err(ModelError::Timeout(timeout_ms)),
     };
     (result, millis(started.elapsed()))
 }
@@ -200,6 +245,33 @@ fn screen_allows(record: &StageRecord, threshold: f64, reports_probabilities: bo
     }
 }
 
+const MODEL_BUSY_REASON: &str =
+    "permit needs a person to approve this call: every model slot stayed busy, so no model judged it in time";
+
+/// Why a call the screen did not clear goes to a person when no review model is configured:
+/// the code names what happened (the screen escalated, timed out or failed, or the call is
+/// irreversible and no model may allow it), never just that a review is missing.
+fn unreviewed(screen: Option<&StageRecord>, model_may_allow: bool) -> (ReasonCode, String) {
+    let person = "permit needs a person to approve this call";
+    if !model_may_allow {
+        return (ReasonCode::Irreversible, format!("{person}: it is irreversible, so no model may allow it"));
+    }
+    match screen.and_then(|screen| screen.error_kind.as_deref()) {
+        Some(ModelError::TIMEOUT_KIND) => (
+            ReasonCode::ScreenTimeout,
+            format!("{person}: the screen model did not answer in time and no review model is configured"),
+        ),
+        Some(kind) => (
+            ReasonCode::ScreenError,
+            format!("{person}: the screen model could not judge it ({kind}) and no review model is configured"),
+        ),
+        None => (
+            ReasonCode::NoReviewModel,
+            format!("{person}: the screen did not clear it and no review model is configured"),
+        ),
+    }
+}
+
 impl Pipeline {
     pub fn new(config: &Config, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Result<Self, String> {
         let gate = Gate::new(config)?;
@@ -220,7 +292,14 @@ impl Pipeline {
             },
             screen,
             review,
+            max_calls_per_request: config.classifier.max_calls_per_request,
+            model_slots: Semaphore::new(config.classifier.max_concurrent_model_calls),
         })
+    }
+
+    /// Model slots free right now, out of `classifier.max_concurrent_model_calls` (for metrics).
+    pub fn model_slots_available(&self) -> usize {
+        self.model_slots.available_permits()
     }
 
     pub fn gate(&self) -> &Gate {
@@ -288,13 +367,20 @@ impl Pipeline {
         request: &DecideRequest,
         deadline: Option<tokio::time::Instant>,
     ) -> Vec<DecisionRecord> {
+        let gated = self.gate_request(request, deadline).await;
+        self.finish(request, gated, deadline).await
+    }
+
+    /// The first half of [`Pipeline::decide_within`]: runs the gate on every call (and charges
+    /// the costly-call budget). Calls the gate routes to the classifier are provisionally `ask`.
+    pub async fn gate_request(&self, request: &DecideRequest, deadline: Option<tokio::time::Instant>) -> GatedRequest {
         let started = Instant::now();
         let session = request.session_id.as_deref();
         let (mut outcomes, gate_latencies) = self.gate_all(request, deadline).await;
         for outcome in &mut outcomes {
             self.costly_budget.charge(session, outcome);
         }
-        let mut records: Vec<DecisionRecord> = request
+        let records: Vec<DecisionRecord> = request
             .pending
             .iter()
             .zip(&outcomes)
@@ -310,10 +396,25 @@ impl Pipeline {
                 latency_ms: 0.0,
             })
             .collect();
+        let needs_model =
+            self.has_classifier() && outcomes.iter().any(|outcome| outcome.action == GateAction::Classify);
+        GatedRequest { outcomes, records, needs_model, started }
+    }
 
+    /// The second half of [`Pipeline::decide_within`]: the classifier stages for the calls the
+    /// gate routed to them, bounded by `deadline`. `gated` must come from
+    /// [`Pipeline::gate_request`] for the same `request`.
+    pub async fn finish(
+        &self,
+        request: &DecideRequest,
+        gated: GatedRequest,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Vec<DecisionRecord> {
+        let GatedRequest { outcomes, mut records, needs_model, started } = gated;
+        let session = request.session_id.as_deref();
         let classified: Vec<usize> =
             (0..outcomes.len()).filter(|index| outcomes[*index].action == GateAction::Classify).collect();
-        if !classified.is_empty() && self.has_classifier() {
+        if needs_model {
             if self.sessions.is_locked(session) {
                 for index in &classified {
                     let record = &mut records[*index];
@@ -323,12 +424,30 @@ impl Pipeline {
                         &outcomes[*index],
                         Decision::Ask,
                         Stage::Session,
-                        "session_denial_limit",
+                        ReasonCode::SessionDenialLimit.as_str(),
                         Some("permit needs a person to approve this call: the classifier has denied too many calls in this session, so a person decides from here".to_owned()),
                     );
                 }
             } else {
-                let classify = self.classify(request, &outcomes, &classified, &mut records);
+                // Past the per-request bound, calls go to a person rather than queue: a request
+                // cannot buy more model calls by holding more calls.
+                let judged_count = classified.len().min(self.max_calls_per_request);
+                let (judged, over_limit) = classified.split_at(judged_count);
+                let stage = if self.screen.is_some() { Stage::Screen } else { Stage::Review };
+                for index in over_limit {
+                    records[*index].decision = decision_for(
+                        &request.pending[*index],
+                        &outcomes[*index],
+                        Decision::Ask,
+                        stage,
+                        ReasonCode::ModelCallLimit.as_str(),
+                        Some(format!(
+                            "permit needs a person to approve this call: the request holds more calls for the classifier than the {} it judges per request",
+                            self.max_calls_per_request
+                        )),
+                    );
+                }
+                let classify = self.classify(request, &outcomes, judged, &mut records);
                 let finished = match deadline {
                     Some(deadline) => tokio::time::timeout_at(deadline, classify).await.is_ok(),
                     None => {
@@ -337,13 +456,13 @@ impl Pipeline {
                     }
                 };
                 if !finished {
-                    for index in &classified {
+                    for index in judged {
                         records[*index].decision = decision_for(
                             &request.pending[*index],
                             &outcomes[*index],
                             Decision::Ask,
                             Stage::Timeout,
-                            "decision_timeout",
+                            ReasonCode::DecisionTimeout.as_str(),
                             Some(
                                 "permit needs a person to approve this call: the classifier did not decide in time"
                                     .to_owned(),
@@ -392,6 +511,7 @@ impl Pipeline {
                 let allowed = record.error_kind.is_none()
                     && screen_allows(&record, screen.threshold, screen.model.reports_probabilities());
                 let p_allow = record.p_allow;
+                let busy = record.error_kind.as_deref() == Some(ModelError::BUSY_KIND);
                 records[index].screen = Some(record);
                 if allowed {
                     let mut decision = decision_for(
@@ -399,12 +519,23 @@ impl Pipeline {
                         &outcomes[index],
                         Decision::Allow,
                         Stage::Screen,
-                        "screen_allow",
+                        ReasonCode::ScreenAllow.as_str(),
                         None,
                     );
                     decision.p_allow = p_allow;
                     records[index].decision = decision;
                     self.sessions.record_classifier_allow(session);
+                } else if busy {
+                    // The review would wait for the same busy slots: a person decides now
+                    // rather than after a second timeout.
+                    records[index].decision = decision_for(
+                        &request.pending[index],
+                        &outcomes[index],
+                        Decision::Ask,
+                        Stage::Screen,
+                        ReasonCode::ModelBusy.as_str(),
+                        Some(MODEL_BUSY_REASON.to_owned()),
+                    );
                 } else {
                     escalated.push(index);
                 }
@@ -420,14 +551,16 @@ impl Pipeline {
         // Stage 2: one review for everything the screen escalated.
         let Some(review) = &self.review else {
             for index in escalated {
-                let p_allow = records[index].screen.as_ref().and_then(|screen| screen.p_allow);
+                let screen = records[index].screen.as_ref();
+                let (code, reason) = unreviewed(screen, outcomes[index].model_may_allow);
+                let p_allow = screen.and_then(|screen| screen.p_allow);
                 let mut decision = decision_for(
                     &request.pending[index],
                     &outcomes[index],
                     Decision::Ask,
                     Stage::Screen,
-                    "no_review_model",
-                    Some("permit needs a person to approve this call: the screen did not clear it and no review model is configured".to_owned()),
+                    code.as_str(),
+                    Some(reason),
                 );
                 decision.p_allow = p_allow;
                 records[index].decision = decision;
@@ -463,8 +596,11 @@ impl Pipeline {
             }
         };
         let span = tracing::info_span!("screen", call = %call.id, model = %screen.model.name());
-        let (result, latency_ms) =
-            tracing::Instrument::instrument(ask_model(screen.model.as_ref(), &request, screen.timeout), span).await;
+        let (result, latency_ms) = tracing::Instrument::instrument(
+            ask_model(screen.model.as_ref(), &request, screen.timeout, &self.model_slots),
+            span,
+        )
+        .await;
         match result {
             Ok(answer) => {
                 let choice = answer.choices.into_iter().next().unwrap_or_else(|| crate::model::Choice {
@@ -511,8 +647,11 @@ impl Pipeline {
             Err(error) => return failed(ModelError::Malformed(error.to_string()), 0.0),
         };
         let span = tracing::info_span!("review", calls = calls.len(), model = %review.model.name());
-        let (result, latency_ms) =
-            tracing::Instrument::instrument(ask_model(review.model.as_ref(), &request, review.timeout), span).await;
+        let (result, latency_ms) = tracing::Instrument::instrument(
+            ask_model(review.model.as_ref(), &request, review.timeout, &self.model_slots),
+            span,
+        )
+        .await;
         let answer = match result {
             Ok(answer) => answer,
             // A failed batched review fails every member closed.
@@ -553,26 +692,31 @@ impl Pipeline {
             // A review error: fail closed as configured.
             None => {
                 let kind = record.error_kind.as_deref().unwrap_or("error");
+                // A review that got no model slot is told apart from one that failed, but
+                // `on_error` governs both: neither judged the call.
+                let (code, why) = if kind == ModelError::BUSY_KIND {
+                    (
+                        ReasonCode::ModelBusy,
+                        "every model slot stayed busy, so the review could not judge it in time".to_owned(),
+                    )
+                } else {
+                    (ReasonCode::ReviewError, format!("the review model could not judge it ({kind})"))
+                };
                 let (decision, reason) = match review.on_error {
-                    OnError::Ask => (
-                        Decision::Ask,
-                        format!(
-                            "permit needs a person to approve this call: the review model could not judge it ({kind})"
-                        ),
-                    ),
+                    OnError::Ask => (Decision::Ask, format!("permit needs a person to approve this call: {why}")),
                     OnError::Deny => (
                         Decision::Deny,
                         format!(
-                            "permit blocked this call: the review model could not judge it ({kind}), and this deployment blocks what it cannot review. Find a safer way to do what the user asked."
+                            "permit blocked this call: {why}, and this deployment blocks what it cannot review. Find a safer way to do what the user asked."
                         ),
                     ),
                 };
-                decision_for(call, outcome, decision, Stage::Review, "review_error", Some(reason))
+                decision_for(call, outcome, decision, Stage::Review, code.as_str(), Some(reason))
             }
             Some(ALLOW) => {
                 if outcome.model_may_allow {
                     self.sessions.record_classifier_allow(session);
-                    decision_for(call, outcome, Decision::Allow, Stage::Review, "review_allow", None)
+                    decision_for(call, outcome, Decision::Allow, Stage::Review, ReasonCode::ReviewAllow.as_str(), None)
                 } else {
                     // The reversibility ladder: no model may allow an irreversible call alone.
                     decision_for(call, outcome, Decision::Ask, Stage::Review, ReasonCode::Irreversible.as_str(), Some("permit needs a person to approve this call: it is irreversible, so the review's approval is not enough".to_owned()))

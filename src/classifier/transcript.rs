@@ -7,7 +7,10 @@
 //! a fence. Budget: string arguments of completed calls are capped, then the oldest tool calls
 //! are dropped behind an `omitted_tool_calls count=N` marker; user messages, questionnaire
 //! answers and pending calls are never dropped. If they alone do not fit, rendering fails and
-//! the decision fails closed.
+//! the decision fails closed. Rendering is linear in the transcript's size, so a request at the
+//! body limit cannot buy seconds of CPU (issue 14; `benches/transcript.rs`).
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -45,7 +48,11 @@ pub struct RenderedTranscript {
 /// Rough token estimate: four bytes a token, the usual figure for English and code with BPE
 /// tokenizers; it only sizes the budget, it is never billed.
 pub fn estimate_tokens(text: &str) -> usize {
-    text.len().div_ceil(4)
+    estimate_tokens_of_bytes(text.len())
+}
+
+fn estimate_tokens_of_bytes(bytes: usize) -> usize {
+    bytes.div_ceil(4)
 }
 
 /// Escapes element text so it cannot open, close or forge an element of the fence. Quotes stay
@@ -165,33 +172,72 @@ fn render_pending(call: &PendingCall) -> String {
     )
 }
 
+/// For each questionnaire call in `transcript`, the content of the first later result with its
+/// id; found in one backward pass, so a long session costs linear time.
+fn questionnaire_answers<'a>(
+    transcript: &'a [TranscriptEvent],
+    questionnaire_tools: &[String],
+) -> Vec<Option<&'a Value>> {
+    let mut answers = vec![None; transcript.len()];
+    if questionnaire_tools.is_empty() {
+        return answers;
+    }
+    // The nearest result so far for each id, walking from the end.
+    let mut nearest: HashMap<&str, &Value> = HashMap::new();
+    for (index, event) in transcript.iter().enumerate().rev() {
+        match event {
+            TranscriptEvent::Known(KnownEvent::ToolResult { id, content, .. }) => {
+                nearest.insert(id.as_str(), content);
+            }
+            TranscriptEvent::Known(KnownEvent::ToolCall { id, name, .. }) if questionnaire_tools.contains(name) => {
+                answers[index] = nearest.get(id.as_str()).copied();
+            }
+            _ => {}
+        }
+    }
+    answers
+}
+
+const OPEN_TRANSCRIPT: &str = "<transcript>\n";
+const CLOSE_TRANSCRIPT_OPEN_PENDING: &str = "</transcript>\n<pending_calls>\n";
+const CLOSE_PENDING: &str = "</pending_calls>\n";
+
+fn omitted_marker(omitted: usize) -> String {
+    format!("<omitted_tool_calls count={omitted}/>\n")
+}
+
+/// Bytes of [`omitted_marker`], without building it: `<omitted_tool_calls count=` (26), the
+/// decimal digits, `/>` and a newline (3); nothing when no call was omitted.
+fn omitted_marker_len(omitted: usize) -> usize {
+    match omitted.checked_ilog10() {
+        None => 0,
+        Some(log) => 29 + log as usize + 1,
+    }
+}
+
 /// Renders the request for the models. `questionnaire_tools` names the tools whose answers
 /// are shown.
+///
+/// Linear in the transcript: each element is rendered once, the oldest tool calls are dropped
+/// by subtracting their sizes from the total, and the text is assembled once at the end.
 pub fn render(
     request: &DecideRequest,
     questionnaire_tools: &[String],
     budget: TranscriptBudget,
 ) -> Result<RenderedTranscript, TranscriptError> {
+    let answers = questionnaire_answers(&request.transcript, questionnaire_tools);
     let mut elements = Vec::new();
-    for (index, event) in request.transcript.iter().enumerate() {
+    for (event, answer) in request.transcript.iter().zip(answers) {
         let TranscriptEvent::Known(event) = event else { continue };
         match event {
             KnownEvent::User { text } => elements.push(Element::User(format!("<user>{}</user>\n", escape(text)))),
-            KnownEvent::ToolCall { id, name, input } if questionnaire_tools.contains(name) => {
-                let answer = request.transcript[index + 1..].iter().find_map(|later| match later {
-                    TranscriptEvent::Known(KnownEvent::ToolResult { id: result_id, content, .. })
-                        if result_id == id =>
-                    {
-                        Some(result_text(content))
-                    }
-                    _ => None,
-                });
+            KnownEvent::ToolCall { name, input, .. } if questionnaire_tools.contains(name) => {
                 let mut text = format!("<questionnaire tool=\"{}\">\n", escape_attribute(name));
                 for question in questions_of(input) {
                     text.push_str(&format!("<question>{}</question>\n", escape(&question)));
                 }
                 match answer {
-                    Some(answer) => text.push_str(&format!("<answer>{}</answer>\n", escape(&answer))),
+                    Some(answer) => text.push_str(&format!("<answer>{}</answer>\n", escape(&result_text(answer)))),
                     None => text.push_str("<no_answer/>\n"),
                 }
                 text.push_str("</questionnaire>\n");
@@ -211,35 +257,38 @@ pub fn render(
         }
     }
     let pending: String = request.pending.iter().map(render_pending).collect();
-    let mut dropped = vec![false; elements.len()];
-    let assemble = |dropped: &[bool], omitted: usize| {
-        let mut text = String::from("<transcript>\n");
-        if omitted > 0 {
-            text.push_str(&format!("<omitted_tool_calls count={omitted}/>\n"));
-        }
-        for (element, is_dropped) in elements.iter().zip(dropped) {
-            if !is_dropped {
-                text.push_str(element.text());
-            }
-        }
-        text.push_str("</transcript>\n<pending_calls>\n");
-        text.push_str(&pending);
-        text.push_str("</pending_calls>\n");
-        text
-    };
+    let fixed = OPEN_TRANSCRIPT.len() + CLOSE_TRANSCRIPT_OPEN_PENDING.len() + pending.len() + CLOSE_PENDING.len();
+    let mut shown: usize = elements.iter().map(|element| element.text().len()).sum();
+    let length = |shown: usize, omitted: usize| fixed + shown + omitted_marker_len(omitted);
     let mut omitted = 0;
-    let mut text = assemble(&dropped, omitted);
+    // Every droppable element before `next` is dropped; none at or after it.
     let mut next = 0;
-    while estimate_tokens(&text) > budget.max_tokens {
+    while estimate_tokens_of_bytes(length(shown, omitted)) > budget.max_tokens {
         // Drop the oldest tool call still shown.
         let Some(offset) = elements[next..].iter().position(Element::droppable) else {
-            return Err(TranscriptError::OverBudget { needed: estimate_tokens(&text), budget: budget.max_tokens });
+            return Err(TranscriptError::OverBudget {
+                needed: estimate_tokens_of_bytes(length(shown, omitted)),
+                budget: budget.max_tokens,
+            });
         };
-        dropped[next + offset] = true;
+        shown -= elements[next + offset].text().len();
         next += offset + 1;
         omitted += 1;
-        text = assemble(&dropped, omitted);
     }
+    let mut text = String::with_capacity(length(shown, omitted));
+    text.push_str(OPEN_TRANSCRIPT);
+    if omitted > 0 {
+        text.push_str(&omitted_marker(omitted));
+    }
+    for (index, element) in elements.iter().enumerate() {
+        if !(index < next && element.droppable()) {
+            text.push_str(element.text());
+        }
+    }
+    text.push_str(CLOSE_TRANSCRIPT_OPEN_PENDING);
+    text.push_str(&pending);
+    text.push_str(CLOSE_PENDING);
+    debug_assert_eq!(text.len(), length(shown, omitted));
     Ok(RenderedTranscript { text, omitted_tool_calls: omitted })
 }
 
@@ -324,6 +373,119 @@ mod tests {
         assert!(matches!(render(&request(&json), &[], budget), Err(TranscriptError::OverBudget { .. })));
     }
 
+    /// The rendering as it was before issue 14, kept as the reference the linear one must equal:
+    /// it looks each questionnaire's answer up by scanning forward, and rebuilds the whole text
+    /// after every dropped call (quadratic in the number of calls).
+    fn quadratic_render(
+        request: &DecideRequest,
+        questionnaire_tools: &[String],
+        budget: TranscriptBudget,
+    ) -> Result<RenderedTranscript, TranscriptError> {
+        let mut elements = Vec::new();
+        for (index, event) in request.transcript.iter().enumerate() {
+            let TranscriptEvent::Known(event) = event else { continue };
+            match event {
+                KnownEvent::User { text } => elements.push(Element::User(format!("<user>{}</user>\n", escape(text)))),
+                KnownEvent::ToolCall { id, name, input } if questionnaire_tools.contains(name) => {
+                    let answer = request.transcript[index + 1..].iter().find_map(|later| match later {
+                        TranscriptEvent::Known(KnownEvent::ToolResult { id: result_id, content, .. })
+                            if result_id == id =>
+                        {
+                            Some(result_text(content))
+                        }
+                        _ => None,
+                    });
+                    let mut text = format!("<questionnaire tool=\"{}\">\n", escape_attribute(name));
+                    for question in questions_of(input) {
+                        text.push_str(&format!("<question>{}</question>\n", escape(&question)));
+                    }
+                    match answer {
+                        Some(answer) => text.push_str(&format!("<answer>{}</answer>\n", escape(&answer))),
+                        None => text.push_str("<no_answer/>\n"),
+                    }
+                    text.push_str("</questionnaire>\n");
+                    elements.push(Element::Questionnaire(text));
+                }
+                KnownEvent::ToolCall { name, input, .. } => {
+                    let capped = cap_strings(&Value::Object(input.clone()), budget.argument_chars);
+                    elements.push(Element::ToolCall(format!(
+                        "<tool_call tool=\"{}\">{}</tool_call>\n",
+                        escape_attribute(name),
+                        escape(&json_text(&capped))
+                    )));
+                }
+                KnownEvent::Assistant { .. } | KnownEvent::ToolResult { .. } => {}
+            }
+        }
+        let pending: String = request.pending.iter().map(render_pending).collect();
+        let mut dropped = vec![false; elements.len()];
+        let assemble = |dropped: &[bool], omitted: usize| {
+            let mut text = String::from("<transcript>\n");
+            if omitted > 0 {
+                text.push_str(&format!("<omitted_tool_calls count={omitted}/>\n"));
+            }
+            for (element, is_dropped) in elements.iter().zip(dropped) {
+                if !is_dropped {
+                    text.push_str(element.text());
+                }
+            }
+            text.push_str("</transcript>\n<pending_calls>\n");
+            text.push_str(&pending);
+            text.push_str("</pending_calls>\n");
+            text
+        };
+        let mut omitted = 0;
+        let mut text = assemble(&dropped, omitted);
+        let mut next = 0;
+        while estimate_tokens(&text) > budget.max_tokens {
+            let Some(offset) = elements[next..].iter().position(Element::droppable) else {
+                return Err(TranscriptError::OverBudget { needed: estimate_tokens(&text), budget: budget.max_tokens });
+            };
+            dropped[next + offset] = true;
+            next += offset + 1;
+            omitted += 1;
+            text = assemble(&dropped, omitted);
+        }
+        Ok(RenderedTranscript { text, omitted_tool_calls: omitted })
+    }
+
+    #[test]
+    fn the_omitted_marker_length_is_computed_exactly() {
+        for omitted in [0, 1, 9, 10, 99, 100, 12_345, usize::MAX] {
+            let expected = if omitted == 0 { 0 } else { omitted_marker(omitted).len() };
+            assert_eq!(omitted_marker_len(omitted), expected, "{omitted}");
+        }
+    }
+
+    /// A transcript event drawn from a small vocabulary, so ids, tool names and questionnaire
+    /// answers collide often: user text, assistant prose, calls (some questionnaires, some with
+    /// long or nested arguments), results (string, blocks, null), and an unknown event.
+    fn event_strategy() -> impl Strategy<Value = TranscriptEvent> {
+        let id = prop::sample::select(vec!["a", "b", "c", "q1", "q2"]).prop_map(str::to_owned);
+        let name = prop::sample::select(vec!["Bash", "Read", "AskUserQuestion", "Ask\"<User>"]).prop_map(str::to_owned);
+        let text = "[a-z<>&\" é]{0,40}";
+        let argument = prop_oneof![
+            text.prop_map(Value::String),
+            (0usize..120).prop_map(|length| Value::String("x".repeat(length))),
+            text.prop_map(|text| serde_json::json!({"questions": [{"question": text, "options": [{"label": "Yes"}]}]})),
+            any::<i64>().prop_map(Value::from),
+        ];
+        let input = prop::collection::btree_map("[a-z]{1,8}", argument, 0..3)
+            .prop_map(|map| map.into_iter().collect::<serde_json::Map<String, Value>>());
+        let content = prop_oneof![
+            text.prop_map(Value::String),
+            text.prop_map(|text| serde_json::json!([{"type": "text", "text": text}, "loose"])),
+            Just(Value::Null),
+        ];
+        prop_oneof![
+            1 => text.prop_map(|text| TranscriptEvent::Known(KnownEvent::User { text })),
+            1 => text.prop_map(|text| TranscriptEvent::Known(KnownEvent::Assistant { text })),
+            4 => (id.clone(), name, input).prop_map(|(id, name, input)| TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input })),
+            2 => (id, content, any::<bool>()).prop_map(|(id, content, is_error)| TranscriptEvent::Known(KnownEvent::ToolResult { id, content, is_error })),
+            1 => Just(TranscriptEvent::Other(serde_json::json!({"type": "system", "text": "x"}))),
+        ]
+    }
+
     proptest! {
         /// Whatever assistant text or tool results hold, none of it reaches the rendering, and
         /// no content can produce an unescaped fence tag.
@@ -348,6 +510,29 @@ mod tests {
             let fenced_user = format!("<user>{}</user>", escape(&user));
             prop_assert!(text.contains(&fenced_user));
             prop_assert_eq!(text.matches("</user>").count(), 1);
+        }
+
+        /// The linear rendering equals the old quadratic one on every transcript and budget:
+        /// the same text, the same count of omitted calls, the same over-budget error.
+        #[test]
+        fn linear_rendering_equals_the_quadratic_reference(
+            transcript in prop::collection::vec(event_strategy(), 0..40),
+            pending_count in 1usize..3,
+            max_tokens in 0usize..600,
+            argument_chars in 0usize..60,
+            with_questionnaires in any::<bool>(),
+        ) {
+            let request = DecideRequest {
+                transcript,
+                pending: (0..pending_count)
+                    .map(|index| PendingCall { id: format!("p{index}"), name: "Bash".into(), ..PendingCall::default() })
+                    .collect(),
+                ..DecideRequest::default()
+            };
+            let tools: Vec<String> =
+                if with_questionnaires { vec!["AskUserQuestion".to_owned(), "Ask\"<User>".to_owned()] } else { vec![] };
+            let budget = TranscriptBudget { max_tokens, argument_chars };
+            prop_assert_eq!(render(&request, &tools, budget), quadratic_render(&request, &tools, budget));
         }
     }
 }

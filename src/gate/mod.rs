@@ -235,6 +235,18 @@ fn severity(code: ReasonCode) -> u8 {
         ReasonCode::ModeTier => 20,
         ReasonCode::KnownSafeCommand => 10,
         ReasonCode::NoClassifier => 5,
+        // The classifier stages' codes: the gate never finds them.
+        ReasonCode::ScreenAllow
+        | ReasonCode::ReviewAllow
+        | ReasonCode::ReviewError
+        | ReasonCode::NoReviewModel
+        | ReasonCode::ScreenTimeout
+        | ReasonCode::ScreenError
+        | ReasonCode::ModelBusy
+        | ReasonCode::ModelCallLimit
+        | ReasonCode::SessionDenialLimit
+        | ReasonCode::DecisionTimeout
+        | ReasonCode::AuditUnavailable => 0,
     }
 }
 

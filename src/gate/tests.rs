@@ -267,7 +267,6 @@ fn host_settings_do_not_change_an_allowed_line() {
         "head README.md -n 5",
         "diff -U 3 a.txt /dev/null",
         "git log -p -U3 -- src",
-        "cat <<'EOF' > notes.txt\nliteral !(x) and $=x, don't\nEOF",
         "cat <<'EOF' > notes.txt\nline # not a comment\nEOF",
     ] {
         assert_eq!(bash(&gate, allowed).action, GateAction::Allow, "{allowed}");
@@ -302,6 +301,10 @@ fn host_settings_do_not_change_an_allowed_line() {
         // A quote in a comment or a here-document body does not hide a later construct (round 30).
         "echo ok # it's\ncat .$PWD:h/../home/dev/.config/gh/hosts.yml",
         "cat <<EOF\ndon't forget\nEOF\necho $=ANTHROPIC_API_KEY",
+        // Nor does an escaped blank, a quote inside a substitution or a comment after `)` (round 31).
+        "echo \\ #; echo $=ANTHROPIC_API_KEY",
+        "echo \"$(echo 'a\"b')\"; echo $~ANTHROPIC_API_KEY",
+        "(true)#'\necho $=ANTHROPIC_API_KEY",
         // A version query through a toolchain proxy runs the toolchain the repository names.
         "cargo --version",
         // Signature placeholders run gpg.

@@ -27,8 +27,10 @@
 //!   that are not JSON (counted, so a caller can say how many).
 //!
 //! On failure: a file that cannot be read is an error (the hook then asks a person); a malformed
-//! line is skipped and counted, never guessed at.
+//! line is skipped and counted, never guessed at. Reading and finding the pending call are
+//! linear in the file's size.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::{Map, Value};
@@ -294,16 +296,24 @@ pub fn up_to_pending(events: &[TranscriptEvent], pending: PendingCallRef<'_>) ->
             .iter()
             .position(|event| matches!(event, TranscriptEvent::Known(KnownEvent::ToolCall { id, .. }) if id == wanted))
     });
+    // Latest first, in one backward pass: `answered` holds the ids of the results after the
+    // event at hand, so a long session costs linear time.
     let position = by_id.or_else(|| {
-        (0..events.len()).rev().find(|&index| {
-            let TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input }) = &events[index] else {
-                return false;
-            };
-            let answered = events[index + 1..].iter().any(
-                |event| matches!(event, TranscriptEvent::Known(KnownEvent::ToolResult { id: result, .. }) if result == id),
-            );
-            !answered && same_call(name, input, pending.name, pending.input)
-        })
+        let mut answered: HashSet<&str> = HashSet::new();
+        for (index, event) in events.iter().enumerate().rev() {
+            match event {
+                TranscriptEvent::Known(KnownEvent::ToolResult { id, .. }) => {
+                    answered.insert(id);
+                }
+                TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input })
+                    if !answered.contains(id.as_str()) && same_call(name, input, pending.name, pending.input) =>
+                {
+                    return Some(index);
+                }
+                _ => {}
+            }
+        }
+        None
     });
     match position {
         Some(position) => events[..position].to_vec(),
@@ -344,9 +354,65 @@ fn same_call(name: &str, input: &Map<String, Value>, hook_name: &str, hook_input
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
+
+    /// The search as it was before issue 14 (for each call, a scan of everything after it for its
+    /// result: quadratic), kept as the reference the linear one must equal.
+    fn quadratic_up_to_pending(events: &[TranscriptEvent], pending: PendingCallRef<'_>) -> Vec<TranscriptEvent> {
+        let by_id = pending.id.and_then(|wanted| {
+            events.iter().position(
+                |event| matches!(event, TranscriptEvent::Known(KnownEvent::ToolCall { id, .. }) if id == wanted),
+            )
+        });
+        let position = by_id.or_else(|| {
+            (0..events.len()).rev().find(|&index| {
+                let TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input }) = &events[index] else {
+                    return false;
+                };
+                let answered = events[index + 1..].iter().any(
+                    |event| matches!(event, TranscriptEvent::Known(KnownEvent::ToolResult { id: result, .. }) if result == id),
+                );
+                !answered && same_call(name, input, pending.name, pending.input)
+            })
+        });
+        match position {
+            Some(position) => events[..position].to_vec(),
+            None => events.to_vec(),
+        }
+    }
+
+    fn small_event() -> impl Strategy<Value = TranscriptEvent> {
+        let id = prop::sample::select(vec!["a", "b", "c"]).prop_map(str::to_owned);
+        let name = prop::sample::select(vec!["Bash", "exec_command", "Read"]).prop_map(str::to_owned);
+        let command = prop::sample::select(vec!["ls", "pwd"]);
+        prop_oneof![
+            3 => (id.clone(), name, command, any::<bool>()).prop_map(|(id, name, command, as_cmd)| {
+                let key = if as_cmd { "cmd" } else { "command" };
+                let input = json!({ key: command }).as_object().cloned().unwrap_or_default();
+                known(KnownEvent::ToolCall { id, name, input })
+            }),
+            2 => id.prop_map(|id| known(KnownEvent::ToolResult { id, content: Value::Null, is_error: false })),
+            1 => Just(known(KnownEvent::User { text: "go".to_owned() })),
+        ]
+    }
+
+    proptest! {
+        /// The backward one-pass search finds the same call as the old scan, with or without an id.
+        #[test]
+        fn the_linear_search_equals_the_quadratic_reference(
+            events in prop::collection::vec(small_event(), 0..30),
+            id in prop::option::of(prop::sample::select(vec!["a", "b", "z"])),
+            name in prop::sample::select(vec!["Bash", "Read"]),
+            command in prop::sample::select(vec!["ls", "pwd"]),
+        ) {
+            let input = json!({"command": command}).as_object().cloned().unwrap_or_default();
+            let pending = PendingCallRef { id, name, input: &input };
+            prop_assert_eq!(up_to_pending(&events, pending), quadratic_up_to_pending(&events, pending));
+        }
+    }
 
     #[test]
     fn only_typed_words_are_intent() {

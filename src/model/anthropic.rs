@@ -105,8 +105,8 @@ impl AnthropicBackend {
                 ],
             }],
         });
-        let text = self.caller.post_json(&self.url, self.headers.clone(), &body, request.deadline).await?;
-        let response: MessagesResponse = serde_json::from_str(&text)
+        let bytes = self.caller.post_json(&self.url, self.headers.clone(), &body, request.deadline).await?;
+        let response: MessagesResponse = serde_json::from_slice(&bytes)
             .map_err(|error| ModelError::Malformed(format!("the response is not a Messages response: {error}")))?;
         let answer_text: String = response
             .content

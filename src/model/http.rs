@@ -5,9 +5,12 @@
 //! 5xx (`Retry-After` honoured in seconds or as an HTTP date, whatever the body says: a
 //! non-JSON 429 is still a 429), never other 4xx; never sleeps past the deadline. After
 //! `breaker_failures` consecutive failed calls it fails fast for `breaker_cooldown_ms`, then
-//! lets one probe through. Every failure is returned as a [`ModelError`], which the pipeline
-//! fails closed. Secrets (API keys) are redacted from every error message, and bodies are cut
-//! short, so a provider echoing a key cannot leak it into logs.
+//! lets one probe through. Each attempt's timeout covers reading the body too, and a body is
+//! read chunk by chunk up to `max_response_bytes` (1 MiB): past it the call fails with
+//! `response_too_large`, unretried, without reading or parsing the rest. Every failure is
+//! returned as a [`ModelError`], which the pipeline fails closed. Secrets (API keys) are
+//! redacted from every error message, and bodies are cut short, so a provider echoing a key
+//! cannot leak it into logs.
 //!
 //! Built on reqwest rather than async-openai's client: permit's retry rules need the HTTP status
 //! and the `Retry-After` header of every failed attempt, which async-openai's error type does
@@ -25,6 +28,10 @@ use crate::model::ModelError;
 /// Bodies quoted in errors are cut to this many characters.
 const BODY_SNIPPET: usize = 200;
 
+/// Bytes of an error response's body read for its snippet: the snippet's 200 characters, with
+/// room for multi-byte text and for a key to redact that straddles the cut.
+const ERROR_BODY_BYTES: u64 = 4 * 1024;
+
 #[derive(Debug, Default)]
 struct Breaker {
     consecutive_failures: u32,
@@ -41,8 +48,33 @@ pub struct HttpCaller {
 }
 
 enum Attempt {
+    Done(Vec<u8>),
     Retry { error: ModelError, retry_after: Option<Duration> },
     Fail(ModelError),
+}
+
+/// A response body read up to a cap.
+enum Body {
+    Complete(Vec<u8>),
+    /// The body went on past the cap; what was read up to it.
+    Truncated(Vec<u8>),
+}
+
+/// Reads `response`'s body chunk by chunk, stopping once it would pass `limit` bytes. Memory
+/// stays within the cap plus one chunk whatever the server sends, and every chunk is an await
+/// point, so the caller's timeout can fire while a body trickles in.
+async fn read_capped(response: &mut reqwest::Response, limit: u64) -> Result<Body, reqwest::Error> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if bytes.len().saturating_add(chunk.len()) > limit {
+            let room = limit - bytes.len();
+            bytes.extend_from_slice(&chunk[..room]);
+            return Ok(Body::Truncated(bytes));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(Body::Complete(bytes))
 }
 
 impl HttpCaller {
@@ -111,14 +143,15 @@ impl HttpCaller {
         }
     }
 
-    /// POSTs `body` and returns the response body of a 2xx answer.
+    /// POSTs `body` and returns the response body of a 2xx answer, at most
+    /// `max_response_bytes` long.
     pub async fn post_json(
         &self,
         url: &str,
         headers: HeaderMap,
         body: &Value,
         deadline: Option<Instant>,
-    ) -> Result<String, ModelError> {
+    ) -> Result<Vec<u8>, ModelError> {
         let probe = self.admit()?;
         // If the caller drops this future (a stage timeout), the guard still records the call
         // as failed, so a half-open probe never stays "in flight" forever.
@@ -135,50 +168,35 @@ impl HttpCaller {
         headers: HeaderMap,
         body: &Value,
         deadline: Option<Instant>,
-    ) -> Result<String, ModelError> {
+    ) -> Result<Vec<u8>, ModelError> {
         let per_attempt = Duration::from_millis(self.settings.request_timeout_ms);
-        let deadline =
-            deadline.unwrap_or_else(|| Instant::now() + per_attempt.saturating_mul(self.settings.max_attempts));
+        // tokio's clock, so a paused test clock drives the deadline like every other timer.
+        let deadline = deadline
+            .map(tokio::time::Instant::from_std)
+            .unwrap_or_else(|| tokio::time::Instant::now() + per_attempt.saturating_mul(self.settings.max_attempts));
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             if remaining.is_zero() {
                 return Err(ModelError::Timeout(duration_ms(per_attempt)));
             }
             let timeout = per_attempt.min(remaining);
-            let outcome = match self.client.post(url).headers(headers.clone()).json(body).timeout(timeout).send().await
-            {
-                Ok(response) => {
-                    let status = response.status();
-                    let retry_after = retry_after(response.headers());
-                    match response.text().await {
-                        Ok(text) if status.is_success() => return Ok(text),
-                        Ok(text) => {
-                            let error =
-                                ModelError::Transport(format!("HTTP {}: {}", status.as_u16(), self.snippet(&text)));
-                            if status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error() {
-                                Attempt::Retry { error, retry_after }
-                            } else {
-                                Attempt::Fail(error)
-                            }
-                        }
-                        Err(error) => Attempt::Retry { error: self.transport(&error, timeout), retry_after },
-                    }
-                }
-                Err(error) if error.is_connect() || error.is_timeout() || error.is_request() => {
-                    Attempt::Retry { error: self.transport(&error, timeout), retry_after: None }
-                }
-                Err(error) => Attempt::Fail(self.transport(&error, timeout)),
+            // One timer over the whole attempt, body included: a server that trickles an
+            // endless body is cut off at the attempt's time like one that never answers.
+            let outcome = match tokio::time::timeout(timeout, self.attempt(url, headers.clone(), body, timeout)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Attempt::Retry { error: ModelError::Timeout(duration_ms(timeout)), retry_after: None },
             };
             match outcome {
+                Attempt::Done(bytes) => return Ok(bytes),
                 Attempt::Fail(error) => return Err(error),
                 Attempt::Retry { error, retry_after } => {
                     if attempt >= self.settings.max_attempts {
                         return Err(error);
                     }
                     let wait = retry_after.unwrap_or_default().max(self.backoff(attempt));
-                    if Instant::now() + wait >= deadline {
+                    if tokio::time::Instant::now() + wait >= deadline {
                         // Waiting would overrun the stage: fail now, closed.
                         return Err(error);
                     }
@@ -186,6 +204,44 @@ impl HttpCaller {
                     tokio::time::sleep(wait).await;
                 }
             }
+        }
+    }
+
+    /// One HTTP attempt: sends the request and reads the answer's body within
+    /// `max_response_bytes`.
+    async fn attempt(&self, url: &str, headers: HeaderMap, body: &Value, timeout: Duration) -> Attempt {
+        let mut response = match self.client.post(url).headers(headers).json(body).send().await {
+            Ok(response) => response,
+            Err(error) if error.is_connect() || error.is_timeout() || error.is_request() => {
+                return Attempt::Retry { error: self.transport(&error, timeout), retry_after: None };
+            }
+            Err(error) => return Attempt::Fail(self.transport(&error, timeout)),
+        };
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        if !status.is_success() {
+            // Only a snippet of an error body is ever shown, so only a little of it is read.
+            let text = match read_capped(&mut response, ERROR_BODY_BYTES).await {
+                Ok(Body::Complete(bytes) | Body::Truncated(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(error) => return Attempt::Retry { error: self.transport(&error, timeout), retry_after },
+            };
+            let error = ModelError::Transport(format!("HTTP {}: {}", status.as_u16(), self.snippet(&text)));
+            return if status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error() {
+                Attempt::Retry { error, retry_after }
+            } else {
+                Attempt::Fail(error)
+            };
+        }
+        let limit = self.settings.max_response_bytes;
+        // A declared length over the cap is refused before a byte of the body is read.
+        if response.content_length().is_some_and(|length| length > limit) {
+            return Attempt::Fail(ModelError::ResponseTooLarge(limit));
+        }
+        match read_capped(&mut response, limit).await {
+            Ok(Body::Complete(bytes)) => Attempt::Done(bytes),
+            // Not retried: the same server would send the same oversized answer again.
+            Ok(Body::Truncated(_)) => Attempt::Fail(ModelError::ResponseTooLarge(limit)),
+            Err(error) => Attempt::Retry { error: self.transport(&error, timeout), retry_after },
         }
     }
 

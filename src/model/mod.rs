@@ -109,13 +109,25 @@ pub enum ModelError {
     OverBudget,
     #[error("the `{0}` backend is unavailable: {1}")]
     Unavailable(String, String),
+    /// The body passed `max_response_bytes`; it was not read further.
+    #[error("the model's response is larger than the limit of {0} bytes")]
+    ResponseTooLarge(u64),
+    /// Every model slot of the process (`classifier.max_concurrent_model_calls`) stayed busy
+    /// until the stage's time ran out, so the model was never asked.
+    #[error("no model slot became free within {0} ms")]
+    Busy(u64),
 }
 
 impl ModelError {
+    /// [`ModelError::kind`] of a timeout.
+    pub const TIMEOUT_KIND: &'static str = "timeout";
+    /// [`ModelError::kind`] of a call that got no model slot.
+    pub const BUSY_KIND: &'static str = "busy";
+
     /// A short stable name for metrics and records.
     pub fn kind(&self) -> &'static str {
         match self {
-            ModelError::Timeout(_) => "timeout",
+            ModelError::Timeout(_) => Self::TIMEOUT_KIND,
             ModelError::Transport(_) => "transport",
             ModelError::Malformed(_) => "malformed",
             ModelError::MissingAnswer(_) => "missing_answer",
@@ -123,6 +135,8 @@ impl ModelError {
             ModelError::InvalidProbabilities { .. } => "invalid_probabilities",
             ModelError::OverBudget => "over_budget",
             ModelError::Unavailable(..) => "unavailable",
+            ModelError::ResponseTooLarge(_) => "response_too_large",
+            ModelError::Busy(_) => Self::BUSY_KIND,
         }
     }
 }

@@ -188,8 +188,8 @@ impl OpenAiBackend {
 
     async fn call(&self, request: &ModelRequest) -> Result<ModelAnswer, ModelError> {
         let body = self.body(request)?;
-        let text = self.caller.post_json(&self.url, self.headers.clone(), &body, request.deadline).await?;
-        let response: ChatResponse = serde_json::from_str(&text)
+        let bytes = self.caller.post_json(&self.url, self.headers.clone(), &body, request.deadline).await?;
+        let response: ChatResponse = serde_json::from_slice(&bytes)
             .map_err(|error| ModelError::Malformed(format!("the response is not a chat completion: {error}")))?;
         let usage = response.usage.map_or_else(Usage::default, |usage| Usage {
             prompt_tokens: usage.prompt_tokens,

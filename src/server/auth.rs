@@ -71,19 +71,29 @@ impl Tokens {
         !self.digests.is_empty()
     }
 
-    /// Checks an `Authorization` header value (`Bearer TOKEN`).
+    /// Checks an `Authorization` header value (`Bearer TOKEN`). The scheme is case-insensitive
+    /// and may be followed by several spaces (RFC 7235: `auth-scheme 1*SP token68`), so
+    /// `BEARER TOKEN` and `bearer  TOKEN` pass; the token itself is compared exactly.
     pub fn accepts(&self, authorization: Option<&[u8]>) -> bool {
         if !self.required() {
             return true;
         }
-        let Some(header) = authorization else { return false };
-        let Some(token) = header.strip_prefix(b"Bearer ").or_else(|| header.strip_prefix(b"bearer ")) else {
-            return false;
-        };
+        let Some(token) = authorization.and_then(bearer_token) else { return false };
         let presented = digest(token);
         // Every configured digest is compared, so the time does not say which one matched.
         self.digests.iter().fold(0u8, |matched, known| matched | known.ct_eq(&presented).unwrap_u8()) == 1
     }
+}
+
+/// The token of a `Bearer` credential, or `None` for another scheme or an empty token.
+fn bearer_token(header: &[u8]) -> Option<&[u8]> {
+    const SCHEME: &[u8] = b"bearer";
+    let (scheme, rest) = header.split_at_checked(SCHEME.len())?;
+    if !scheme.eq_ignore_ascii_case(SCHEME) || rest.first() != Some(&b' ') {
+        return None;
+    }
+    let start = rest.iter().position(|byte| *byte != b' ')?;
+    Some(&rest[start..])
 }
 
 fn read_file(path: &Path) -> Result<Vec<String>, TokenError> {
@@ -111,6 +121,32 @@ mod tests {
         }
         assert!(!tokens.accepts(None));
         assert!(Tokens::default().accepts(None), "no tokens configured: loopback-only, open");
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive_and_the_token_is_not() {
+        // RFC 7235: the auth-scheme is case-insensitive and 1*SP separates it from the token.
+        let tokens = Tokens::from_list(&["alpha-token-0123456789"]);
+        for good in [
+            &b"Bearer alpha-token-0123456789"[..],
+            b"bearer alpha-token-0123456789",
+            b"BEARER alpha-token-0123456789",
+            b"bEaReR alpha-token-0123456789",
+            b"Bearer   alpha-token-0123456789",
+        ] {
+            assert!(tokens.accepts(Some(good)), "{}", String::from_utf8_lossy(good));
+        }
+        for bad in [
+            &b"Bearer ALPHA-TOKEN-0123456789"[..],
+            b"Bearer\talpha-token-0123456789",
+            b"Bearers alpha-token-0123456789",
+            b"Bearer",
+            b"Bearer    ",
+            b"Bear alpha-token-0123456789",
+            b"Basic alpha-token-0123456789",
+        ] {
+            assert!(!tokens.accepts(Some(bad)), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

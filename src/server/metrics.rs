@@ -1,7 +1,8 @@
 //! Prometheus metrics of the service, rendered in the text exposition format at `GET /metrics`.
 //!
 //! It records what happened and never decides anything; an encoding error yields an empty
-//! scrape body with a 500 (the caller maps it), never a panic.
+//! scrape body with a 500 (the caller maps it), never a panic. Counts kept elsewhere (the audit
+//! log's written lines and errors, parser panics the gate caught) are read at scrape time.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,7 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::classifier::pipeline::{DecisionRecord, StageRecord};
 use crate::decision::Decision;
@@ -62,7 +63,49 @@ pub struct Metrics {
     sessions: Gauge,
     responses: Family<ResponseLabels, Counter>,
     shed: Counter,
+    model_shed: Counter,
+    connections_open: Gauge,
+    requests_in_flight: Gauge,
+    connections_timed_out: Counter,
+    connections_evicted: Counter,
+    parser_panics: Counter,
     audit_lines: Counter,
+    audit_write_errors: Counter,
+    audit_lines_dropped: Counter,
+    audit_healthy: Gauge,
+    decision_slots_busy: Gauge,
+    model_slots_busy: Gauge,
+}
+
+/// A request counted in `http_requests_in_flight` until dropped (a cancelled request too).
+pub struct RequestInFlight(Gauge);
+
+impl Drop for RequestInFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Counts kept elsewhere, read at scrape time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Scrape {
+    /// Sessions whose denial counts are kept.
+    pub sessions: usize,
+    /// Panics the gate caught inside the shell parser since start.
+    pub parser_panics: u64,
+    /// The audit log's counts, when it is on.
+    pub audit: Option<AuditCounts>,
+    pub decision_slots_busy: usize,
+    pub model_slots_busy: usize,
+}
+
+/// The audit log's own counts, read at scrape time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AuditCounts {
+    pub lines_written: u64,
+    pub write_errors: u64,
+    pub lines_dropped: u64,
+    pub healthy: bool,
 }
 
 impl Default for Metrics {
@@ -86,7 +129,18 @@ impl Metrics {
             sessions: Gauge::default(),
             responses: Family::default(),
             shed: Counter::default(),
+            model_shed: Counter::default(),
+            connections_open: Gauge::default(),
+            requests_in_flight: Gauge::default(),
+            connections_timed_out: Counter::default(),
+            connections_evicted: Counter::default(),
+            parser_panics: Counter::default(),
             audit_lines: Counter::default(),
+            audit_write_errors: Counter::default(),
+            audit_lines_dropped: Counter::default(),
+            audit_healthy: Gauge::default(),
+            decision_slots_busy: Gauge::default(),
+            model_slots_busy: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -125,10 +179,61 @@ impl Metrics {
         registry.register("http_responses", "HTTP responses by route and status", metrics.responses.clone());
         registry.register(
             "shed_requests",
-            "Requests refused with 503 because every slot was busy",
+            "Requests refused with 503 because every decision slot was busy",
             metrics.shed.clone(),
         );
-        registry.register("audit_lines", "Lines handed to the audit log", metrics.audit_lines.clone());
+        registry.register(
+            "model_shed_requests",
+            "Decide requests whose classified calls were answered ask (model_busy) at once because every model slot was busy",
+            metrics.model_shed.clone(),
+        );
+        registry.register("connections_open", "Client connections open now", metrics.connections_open.clone());
+        registry.register(
+            "http_requests_in_flight",
+            "HTTP requests whose headers are in and whose response is not yet ready",
+            metrics.requests_in_flight.clone(),
+        );
+        registry.register(
+            "connections_timed_out",
+            "Connections closed because no complete request headers arrived in time (idle keep-alive included)",
+            metrics.connections_timed_out.clone(),
+        );
+        registry.register(
+            "connections_evicted",
+            "Connections not serving a request closed to make room for a new one at server.max_connections",
+            metrics.connections_evicted.clone(),
+        );
+        registry.register(
+            "parser_panics",
+            "Panics inside the shell parser, caught and answered as parse errors",
+            metrics.parser_panics.clone(),
+        );
+        registry.register("audit_lines", "Lines written to the audit log file", metrics.audit_lines.clone());
+        registry.register(
+            "audit_write_errors",
+            "Failed audit log file operations (writes, cuts, fsyncs, opens, rotations)",
+            metrics.audit_write_errors.clone(),
+        );
+        registry.register(
+            "audit_lines_dropped",
+            "Audit lines handed over that never reached the file",
+            metrics.audit_lines_dropped.clone(),
+        );
+        registry.register(
+            "decision_slots_busy",
+            "Requests being parsed and gated now (out of server.max_concurrency)",
+            metrics.decision_slots_busy.clone(),
+        );
+        registry.register(
+            "model_slots_busy",
+            "Decide requests waiting on a model now (out of server.max_model_concurrency)",
+            metrics.model_slots_busy.clone(),
+        );
+        registry.register(
+            "audit_healthy",
+            "1 while the audit log can be written, else 0",
+            metrics.audit_healthy.clone(),
+        );
         Metrics { registry, ..metrics }
     }
 
@@ -195,13 +300,46 @@ impl Metrics {
         self.shed.inc();
     }
 
-    pub fn audit_line(&self) {
-        self.audit_lines.inc();
+    pub fn model_shed(&self) {
+        self.model_shed.inc();
     }
 
-    /// The exposition text; `sessions` is read at scrape time.
-    pub fn render(&self, sessions: usize) -> Result<String, std::fmt::Error> {
-        self.sessions.set(i64::try_from(sessions).unwrap_or(i64::MAX));
+    /// Counts a request in flight until the returned guard is dropped.
+    pub fn request_started(&self) -> RequestInFlight {
+        self.requests_in_flight.inc();
+        RequestInFlight(self.requests_in_flight.clone())
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections_open.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_open.dec();
+    }
+
+    pub fn connection_timed_out(&self) {
+        self.connections_timed_out.inc();
+    }
+
+    pub fn connection_evicted(&self) {
+        self.connections_evicted.inc();
+    }
+
+    /// The exposition text, with the counts kept elsewhere as they are now.
+    pub fn render(&self, scrape: &Scrape) -> Result<String, std::fmt::Error> {
+        let gauge = |value: usize| i64::try_from(value).unwrap_or(i64::MAX);
+        self.sessions.set(gauge(scrape.sessions));
+        self.decision_slots_busy.set(gauge(scrape.decision_slots_busy));
+        self.model_slots_busy.set(gauge(scrape.model_slots_busy));
+        // Stored, not added: the totals are monotonic at their source.
+        self.parser_panics.inner().store(scrape.parser_panics, Ordering::Relaxed);
+        if let Some(audit) = scrape.audit {
+            self.audit_lines.inner().store(audit.lines_written, Ordering::Relaxed);
+            self.audit_write_errors.inner().store(audit.write_errors, Ordering::Relaxed);
+            self.audit_lines_dropped.inner().store(audit.lines_dropped, Ordering::Relaxed);
+            self.audit_healthy.set(i64::from(audit.healthy));
+        }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)

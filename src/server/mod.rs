@@ -5,16 +5,22 @@
 //! resets the session's denial streak), `GET /healthz`, `GET /readyz`, `GET /metrics`.
 //!
 //! It decides nothing itself. On failure it fails closed and stays up:
-//! - bad input is a 4xx with a JSON error naming the field, never a decision;
+//! - bad input is a 4xx with a JSON error naming the field (or the line and column), never a
+//!   decision; a body that does not arrive within `server.body_read_timeout_ms` is a 408;
 //! - a decision that runs out of time is a normal 200 whose classified calls are `ask` with
 //!   stage `timeout`;
-//! - when every decision slot is busy, a 503 with `Retry-After` (overload never queues without
-//!   bound);
+//! - admission has two limits, so a model outage never starves decisions the gate settles:
+//!   `server.max_concurrency` decision slots for reading-done requests being parsed and gated
+//!   (all busy: 503 with `Retry-After`, never queued), and `server.max_model_concurrency` model
+//!   slots that a request moves to when some call needs a model (all busy: those calls are
+//!   `ask`, reason code `model_busy`, at once; the gate's answers for the others stand);
+//! - slow, idle and abandoned connections are bounded in number and time ([`listen`]);
 //! - a panic in a handler is a 500 with a generic message; responses never carry internal
 //!   error text, tokens or keys.
 
 pub mod audit;
 pub mod auth;
+pub mod listen;
 pub mod metrics;
 
 use std::future::Future;
@@ -32,17 +38,29 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 
+use crate::classifier::pipeline::DecisionRecord;
+use crate::decision::{Decision, GateAction, ReasonCode};
 use crate::engine::Engine;
-use crate::request::{DecideRequest, DecideResponse};
+use crate::request::{DecideRequest, DecideResponse, MAX_ID_BYTES, Stage, is_plain_id, parse_object};
 use audit::AuditLog;
 use auth::Tokens;
 use metrics::Metrics;
 
 /// How often the audit log is flushed and fsynced while the service runs.
 const AUDIT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How long `/readyz` reuses its model and audit checks. Each check opens a TCP connection to
+/// every remote model and fsyncs the audit log: uncached, a flood of 2,245 requests/s filled
+/// TIME_WAIT (issue 14). Two seconds is far below any orchestrator's probe period (Kubernetes
+/// probes every 10 s by default), so the answer stays fresh where it is used.
+const READY_CACHE: Duration = Duration::from_secs(2);
+/// How long `/readyz` waits for the audit log's fsync: as long as a model's connection check.
+const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest `x-request-id` kept; a longer (or non-printable) one is replaced. Ids from
+/// tracing systems are at most 64 characters (W3C trace-parent: 55).
+const MAX_REQUEST_ID_BYTES: usize = 128;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -59,11 +77,21 @@ pub enum ServeError {
 struct AppState {
     engine: Arc<Engine>,
     tokens: Tokens,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
     audit: Option<AuditLog>,
     deadline: Duration,
     body_limit: usize,
-    slots: Arc<Semaphore>,
+    body_read_timeout: Duration,
+    /// Requests whose body is read, while they are parsed, gated and rendered.
+    decision_slots: Arc<Semaphore>,
+    /// Decide requests waiting on a model.
+    model_slots: Arc<Semaphore>,
+    max_concurrency: usize,
+    max_model_concurrency: usize,
+    /// Whether a screen stage is configured (the stage a `model_busy` answer names).
+    has_screen: bool,
+    /// The last `/readyz` model and audit checks, and when they ran.
+    ready_cache: tokio::sync::Mutex<Option<(tokio::time::Instant, bool, Vec<serde_json::Value>)>>,
 }
 
 /// A bound, not yet running, service.
@@ -72,9 +100,10 @@ pub struct Server {
     router: Router,
     state: Arc<AppState>,
     grace: Duration,
+    limits: listen::Limits,
 }
 
-/// Request ids: 16 hex digits, unless the client sent an `x-request-id`.
+/// Request ids: 16 hex digits, unless the client sent a usable `x-request-id`.
 #[derive(Clone, Copy, Default)]
 struct MakeId;
 
@@ -100,26 +129,39 @@ impl Server {
         let settings = engine.config().server.clone();
         let tokens = Tokens::load(&settings)?;
         let audit = match &settings.audit_log {
-            Some(path) => Some(AuditLog::open(path, settings.audit_rotate_bytes, AUDIT_FLUSH_INTERVAL).await?),
+            Some(path) => Some(
+                AuditLog::open(path, settings.audit_rotate_bytes, AUDIT_FLUSH_INTERVAL, settings.audit_sync).await?,
+            ),
             None => None,
         };
         let listener = tokio::net::TcpListener::bind(&settings.bind)
             .await
             .map_err(|source| ServeError::Bind { address: settings.bind.clone(), source })?;
+        let has_screen = engine.models().iter().any(|(stage, _)| *stage == "screen");
         let state = Arc::new(AppState {
             engine: Arc::new(engine),
             tokens,
-            metrics: Metrics::new(),
+            metrics: Arc::new(Metrics::new()),
             audit,
             deadline: Duration::from_millis(settings.decision_timeout_ms),
             body_limit: settings.body_limit_bytes,
-            slots: Arc::new(Semaphore::new(settings.max_concurrency)),
+            body_read_timeout: Duration::from_millis(settings.body_read_timeout_ms),
+            decision_slots: Arc::new(Semaphore::new(settings.max_concurrency)),
+            model_slots: Arc::new(Semaphore::new(settings.max_model_concurrency)),
+            max_concurrency: settings.max_concurrency,
+            max_model_concurrency: settings.max_model_concurrency,
+            has_screen,
+            ready_cache: tokio::sync::Mutex::new(None),
         });
         Ok(Server {
             listener,
             router: router(state.clone()),
             state,
             grace: Duration::from_secs(settings.shutdown_grace_secs),
+            limits: listen::Limits {
+                max_connections: settings.max_connections,
+                header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
+            },
         })
     }
 
@@ -128,38 +170,31 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes; then stops accepting, lets in-flight requests finish
-    /// within the grace period, and flushes the audit log.
+    /// within the grace period (connections without one close at once), and flushes the audit
+    /// log.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
-        let (stopping, mut stopped) = tokio::sync::watch::channel(false);
-        let graceful = async move {
-            shutdown.await;
-            tracing::info!("shutting down: no new connections; finishing in-flight decisions");
-            let _ = stopping.send(true);
-        };
-        let serve = axum::serve(self.listener, self.router).with_graceful_shutdown(graceful);
-        let mut serve = tokio::spawn(std::future::IntoFuture::into_future(serve));
-        let grace = self.grace;
-        let result = tokio::select! {
-            result = &mut serve => result,
-            () = async {
-                let _ = stopped.wait_for(|stopping| *stopping).await;
-                tokio::time::sleep(grace).await;
-            } => {
-                tracing::warn!("grace period of {} s over; dropping the requests still in flight", grace.as_secs());
-                serve.abort();
-                Ok(Ok(()))
-            }
-        };
-        if let Some(audit) = &self.state.audit
+        let Server { listener, router, state, grace, limits } = self;
+        let (stopping, stop) = tokio::sync::watch::channel(false);
+        let mut connections = tokio::task::JoinSet::new();
+        tokio::select! {
+            () = shutdown => {}
+            () = listen::accept(&listener, &router, &state.metrics, limits, &stop, &mut connections) => {}
+        }
+        tracing::info!("shutting down: no new connections; finishing in-flight decisions");
+        // Closing the listener refuses new clients, including those still in the accept queue.
+        drop(listener);
+        let _ = stopping.send(true);
+        let drained = tokio::time::timeout(grace, async { while connections.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!("grace period of {} s over; dropping the requests still in flight", grace.as_secs());
+            connections.shutdown().await;
+        }
+        if let Some(audit) = &state.audit
             && let Err(error) = audit.close().await
         {
             tracing::error!("audit log: {error}");
         }
-        match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(ServeError::Serve(error)),
-            Err(error) => Err(ServeError::Serve(std::io::Error::other(error.to_string()))),
-        }
+        Ok(())
     }
 }
 
@@ -191,7 +226,7 @@ fn router(state: Arc<AppState>) -> Router {
     let decisions = Router::new()
         .route("/v1/decide", post(decide))
         .route("/v1/sessions/{id}/feedback", post(feedback))
-        .route_layer(middleware::from_fn_with_state(state.clone(), admit));
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let metrics = Router::new()
         .route("/metrics", get(metrics_text))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
@@ -210,7 +245,29 @@ fn router(state: Arc<AppState>) -> Router {
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(middleware::from_fn(trace))
         .layer(SetRequestIdLayer::x_request_id(MakeId))
+        .layer(middleware::from_fn(drop_unusable_request_id))
         .with_state(state)
+}
+
+/// Whether a client's `x-request-id` is kept: 1 to [`MAX_REQUEST_ID_BYTES`] visible ASCII
+/// characters. The id is logged and written to the audit log, so anything else is replaced.
+fn usable_request_id(value: &[u8]) -> bool {
+    !value.is_empty() && value.len() <= MAX_REQUEST_ID_BYTES && value.iter().all(u8::is_ascii_graphic)
+}
+
+/// Removes an unusable `x-request-id` (too long, not printable, or sent twice) before any layer
+/// reads it, so one is made instead: a 100 KB id was accepted and logged (issue 14).
+async fn drop_unusable_request_id(mut request: Request, next: Next) -> Response {
+    let mut ids = request.headers().get_all("x-request-id").iter();
+    let usable = match (ids.next(), ids.next()) {
+        (Some(id), None) => usable_request_id(id.as_bytes()),
+        (None, _) => true,
+        (Some(_), Some(_)) => false,
+    };
+    if !usable {
+        request.headers_mut().remove("x-request-id");
+    }
+    next.run(request).await
 }
 
 /// A span per request, carrying its id, so every stage's span and log line names the request.
@@ -230,7 +287,9 @@ async fn count_responses(State(state): State<Arc<AppState>>, request: Request, n
         path if path.starts_with("/v1/sessions/") => "/v1/sessions/{id}/feedback".to_owned(),
         _ => "other".to_owned(),
     };
+    let in_flight = state.metrics.request_started();
     let response = next.run(request).await;
+    drop(in_flight);
     state.metrics.response(&route, response.status().as_u16());
     response
 }
@@ -252,19 +311,22 @@ async fn authenticate(State(state): State<Arc<AppState>>, request: Request, next
     next.run(request).await
 }
 
-/// Auth, then a decision slot: when every slot is busy the request is shed at once.
-async fn admit(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    if !authorized(&state, &request) {
-        return unauthorized();
-    }
-    let Ok(_slot) = state.slots.clone().try_acquire_owned() else {
+/// A decision slot, taken once the request's body is read (a client that trickles its body
+/// holds only its connection); `None` when every slot is busy, and the request is shed.
+fn decision_slot(state: &AppState) -> Option<OwnedSemaphorePermit> {
+    let slot = state.decision_slots.clone().try_acquire_owned().ok();
+    if slot.is_none() {
         state.metrics.shed();
-        let mut response =
-            error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "every decision slot is busy; retry shortly");
-        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
-    };
-    next.run(request).await
+    }
+    slot
+}
+
+/// The 503 of a request shed because every decision slot is busy.
+fn overloaded() -> Response {
+    let mut response =
+        error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", "every decision slot is busy; retry shortly");
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// The body as UTF-8 JSON text, or the 4xx that says what is wrong with it.
@@ -289,7 +351,18 @@ async fn json_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     if declared.is_some_and(|length| length > state.body_limit as u64) {
         return Err(too_large());
     }
-    let bytes = match axum::body::to_bytes(body, state.body_limit).await {
+    let reading = tokio::time::timeout(state.body_read_timeout, axum::body::to_bytes(body, state.body_limit)).await;
+    let Ok(reading) = reading else {
+        let mut response = error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!("the body did not arrive within {} ms", state.body_read_timeout.as_millis()),
+        );
+        // The rest of the body may still come; the connection cannot carry another request.
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return Err(response);
+    };
+    let bytes = match reading {
         Ok(bytes) => bytes,
         Err(reading) => {
             let over_limit = std::error::Error::source(&reading)
@@ -312,38 +385,102 @@ fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
+/// Decides a request under the two admission limits: the gate runs under the request's
+/// decision slot; when some call needs a model, the request trades that slot for a model slot
+/// and waits on the models there, so a model outage holds model slots only and decisions the
+/// gate settles keep their slots (issue 14: 29 of 40 gate-only decisions were shed while a
+/// hanging model held the one shared pool). When every model slot is busy, the classified calls
+/// are `ask` with `model_busy` at once, and the gate's answers for the other calls stand.
+///
+/// Returns the slot the request holds now, for the caller to keep until the response is ready
+/// (recording the audit lines is part of the request's work).
+async fn decide_admitted(
+    state: &AppState,
+    request: &DecideRequest,
+    deadline: tokio::time::Instant,
+    decision_slot: OwnedSemaphorePermit,
+    started: Instant,
+) -> (Vec<DecisionRecord>, OwnedSemaphorePermit) {
+    let pipeline = state.engine.pipeline();
+    let gated = pipeline.gate_request(request, Some(deadline)).await;
+    if !gated.needs_model() {
+        return (pipeline.finish(request, gated, Some(deadline)).await, decision_slot);
+    }
+    let Ok(model_slot) = state.model_slots.clone().try_acquire_owned() else {
+        state.metrics.model_shed();
+        let mut records = gated.records().to_vec();
+        for record in &mut records {
+            model_busy(record, state.has_screen);
+            record.latency_ms = started.elapsed().as_secs_f64() * 1_000.0;
+        }
+        return (records, decision_slot);
+    };
+    drop(decision_slot);
+    (pipeline.finish(request, gated, Some(deadline)).await, model_slot)
+}
+
+/// A call the gate sent to the classifier, when no model slot is free: `ask`, reason code
+/// `model_busy` (the code the pipeline uses when its model-call slots stay busy). Other calls
+/// keep the gate's answer. Never loosens: the gate's provisional answer for such a call is
+/// already `ask`, and `max` keeps anything stricter.
+fn model_busy(record: &mut DecisionRecord, has_screen: bool) {
+    if record.gate.action != GateAction::Classify {
+        return;
+    }
+    let decision = &mut record.decision;
+    decision.decision = decision.decision.max(Decision::Ask);
+    decision.stage = if has_screen { Stage::Screen } else { Stage::Review };
+    decision.reason_code = Some(ReasonCode::ModelBusy.as_str().to_owned());
+    decision.reason = Some(
+        "permit needs a person to approve this call: every model slot of the service is busy, so no model judged it"
+            .to_owned(),
+    );
+}
+
 async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     let (bytes, text) = match json_body(&state, &headers, body).await {
         Ok(body) => body,
         Err(response) => return response,
     };
+    let Some(slot) = decision_slot(&state) else { return overloaded() };
     let request = match DecideRequest::from_json(&text) {
         Ok(request) => request,
         Err(problem) => return error(StatusCode::BAD_REQUEST, "invalid_request", problem.to_string()),
     };
     let deadline = tokio::time::Instant::now() + state.deadline;
-    let records = state.engine.pipeline().decide_within(&request, Some(deadline)).await;
+    let (mut records, _slot) = decide_admitted(&state, &request, deadline, slot, started).await;
     let request_id = request_id(&headers);
     let digest = format!("sha256:{:x}", Sha256::digest(&bytes));
     let time = now_rfc3339();
+    // No decision without its record: `allow` becomes `ask` while the log cannot be written,
+    // and when this request's lines could not be (`decision` mode waits to know).
+    if let Some(audit) = &state.audit {
+        if !audit.is_healthy() {
+            records.iter_mut().for_each(|record| audit::withhold_allow(&mut record.decision));
+        }
+        let lines = records
+            .iter()
+            .map(|record| {
+                json!({
+                    "time": time,
+                    "type": "decision",
+                    "request_id": request_id,
+                    "session_id": request.session_id,
+                    "request_digest": digest,
+                    "record": record,
+                })
+                .to_string()
+            })
+            .collect();
+        if let Err(problem) = audit.record(lines).await {
+            tracing::debug!("audit log: {problem}");
+            records.iter_mut().for_each(|record| audit::withhold_allow(&mut record.decision));
+        }
+    }
     for record in &records {
         state.metrics.record(record);
         state.metrics.observe_gate(record.gate_latency_ms / 1_000.0);
-        if let Some(audit) = &state.audit {
-            let line = json!({
-                "time": time,
-                "type": "decision",
-                "request_id": request_id,
-                "session_id": request.session_id,
-                "request_digest": digest,
-                "record": record,
-            });
-            state.metrics.audit_line();
-            if let Err(problem) = audit.write(line.to_string()).await {
-                tracing::error!("audit log: {problem}");
-            }
-        }
     }
     let response = DecideResponse { decisions: records.into_iter().map(|record| record.decision).collect() };
     state.metrics.observe_request(started.elapsed().as_secs_f64());
@@ -367,50 +504,37 @@ enum HumanDecision {
     Deny,
 }
 
-fn valid_id(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= 256
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:/@+=".contains(c))
-}
-
 async fn feedback(
     State(state): State<Arc<AppState>>,
     Path(session_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if !valid_id(&session_id) {
+    if !is_plain_id(&session_id) {
         return error(
             StatusCode::BAD_REQUEST,
             "invalid_request",
-            "the session id must be at most 256 letters, digits or `_-.:/@+=`",
+            format!("the session id must be at most {MAX_ID_BYTES} letters, digits or `_-.:/@+=`"),
         );
     }
     let (_, text) = match json_body(&state, &headers, body).await {
         Ok(body) => body,
         Err(response) => return response,
     };
-    let mut deserializer = serde_json::Deserializer::from_str(&text);
-    let feedback: Feedback = match serde_path_to_error::deserialize(&mut deserializer) {
+    let Some(_slot) = decision_slot(&state) else { return overloaded() };
+    let feedback: Feedback = match parse_object(&text) {
         Ok(feedback) => feedback,
         Err(problem) => {
-            let path = problem.path().to_string();
-            let message = match path.as_str() {
-                "." | "" => format!("invalid feedback: {}", problem.inner()),
-                path => format!("invalid feedback at `{path}`: {}", problem.inner()),
-            };
-            return error(StatusCode::BAD_REQUEST, "invalid_request", message);
+            return error(StatusCode::BAD_REQUEST, "invalid_request", format!("invalid feedback {problem}"));
         }
     };
-    if !valid_id(&feedback.call_id) {
+    if !is_plain_id(&feedback.call_id) {
         return error(
             StatusCode::BAD_REQUEST,
             "invalid_request",
-            "`call_id` must be at most 256 letters, digits or `_-.:/@+=`",
+            format!("`call_id` must be at most {MAX_ID_BYTES} letters, digits or `_-.:/@+=`"),
         );
     }
-    // Any decision by a person ends the classifier's denial streak: a person is in the loop.
-    state.engine.pipeline().sessions().record_human_decision(Some(&session_id));
     if let Some(audit) = &state.audit {
         let line = json!({
             "time": now_rfc3339(),
@@ -421,11 +545,17 @@ async fn feedback(
             "decision": feedback.decision,
             "note": feedback.note,
         });
-        state.metrics.audit_line();
-        if let Err(problem) = audit.write(line.to_string()).await {
-            tracing::error!("audit log: {problem}");
+        // Feedback loosens the session (below), so it counts only once it can be recorded.
+        if !audit.is_healthy() || audit.write(line.to_string()).await.is_err() {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "audit_unavailable",
+                "the audit log cannot be written, so the feedback was not recorded; retry later",
+            );
         }
     }
+    // Any decision by a person ends the classifier's denial streak: a person is in the loop.
+    state.engine.pipeline().sessions().record_human_decision(Some(&session_id));
     let body = json!({ "session_id": session_id, "call_id": feedback.call_id, "recorded": true });
     (StatusCode::OK, axum::Json(body)).into_response()
 }
@@ -434,8 +564,9 @@ async fn healthz() -> Response {
     (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    let mut checks = vec![json!({ "name": "config", "ok": true })];
+/// The costly readiness checks: a connection to each remote model, an fsync of the audit log.
+async fn costly_checks(state: &AppState) -> (bool, Vec<serde_json::Value>) {
+    let mut checks = Vec::new();
     let mut ready = true;
     for (stage, model) in state.engine.models() {
         let result = model.ready().await;
@@ -448,16 +579,59 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         }));
     }
     if let Some(audit) = &state.audit {
-        let ok = audit.sync().await.is_ok();
+        // Bounded like a model's connection check: a disk that hangs is not ready, and must
+        // not hold every `/readyz` caller waiting on the cache.
+        let ok = matches!(tokio::time::timeout(READY_CHECK_TIMEOUT, audit.sync()).await, Ok(Ok(())));
         ready &= ok;
-        checks.push(json!({ "name": "audit log", "ok": ok }));
+        checks.push(json!({ "name": "audit log sync", "ok": ok }));
+    }
+    (ready, checks)
+}
+
+/// Ready when the models are reachable and the audit log can be written. The costly checks run
+/// at most once per [`READY_CACHE`] (callers meanwhile wait for the one running, rather than
+/// each starting their own); the audit log's health flag is read fresh on every call, so a log
+/// that stops being writable turns `/readyz` to 503 at once.
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let (costly_ready, costly) = {
+        let mut cache = state.ready_cache.lock().await;
+        let now = tokio::time::Instant::now();
+        match &*cache {
+            Some((checked, ready, checks)) if now.duration_since(*checked) < READY_CACHE => (*ready, checks.clone()),
+            _ => {
+                let (ready, checks) = costly_checks(&state).await;
+                *cache = Some((tokio::time::Instant::now(), ready, checks.clone()));
+                (ready, checks)
+            }
+        }
+    };
+    let mut checks = vec![json!({ "name": "config", "ok": true })];
+    checks.extend(costly);
+    let mut ready = costly_ready;
+    if let Some(audit) = &state.audit {
+        let healthy = audit.is_healthy();
+        ready &= healthy;
+        checks.push(json!({ "name": "audit log", "ok": healthy }));
     }
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(json!({ "ready": ready, "checks": checks }))).into_response()
 }
 
 async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
-    match state.metrics.render(state.engine.pipeline().sessions().tracked_sessions()) {
+    let audit = state.audit.as_ref().map(|audit| metrics::AuditCounts {
+        lines_written: audit.lines_written(),
+        write_errors: audit.write_errors(),
+        lines_dropped: audit.lines_dropped(),
+        healthy: audit.is_healthy(),
+    });
+    let scrape = metrics::Scrape {
+        sessions: state.engine.pipeline().sessions().tracked_sessions(),
+        parser_panics: crate::gate::shell::caught_parser_panics(),
+        audit,
+        decision_slots_busy: state.max_concurrency.saturating_sub(state.decision_slots.available_permits()),
+        model_slots_busy: state.max_model_concurrency.saturating_sub(state.model_slots.available_permits()),
+    };
+    match state.metrics.render(&scrape) {
         Ok(text) => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
@@ -474,4 +648,47 @@ async fn not_found() -> Response {
 
 async fn method_not_allowed() -> Response {
     error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+}
+
+#[cfg(test)]
+mod admission_tests {
+    use super::*;
+
+    /// Decision slots cannot be held from outside (a request holds one for microseconds), so
+    /// this test takes them itself and checks what a request then gets.
+    #[tokio::test]
+    async fn a_request_finding_every_decision_slot_busy_is_shed_with_retry_after() {
+        let config = crate::config::Config::from_toml_str(
+            "test.toml",
+            "[server]\nbind = \"127.0.0.1:0\"\nmax_concurrency = 2\n",
+        )
+        .unwrap();
+        let server = Server::bind(Engine::new(config).unwrap()).await.unwrap();
+        let state = server.state.clone();
+        let url = format!("http://{}/v1/decide", server.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        let body = r#"{"cwd": "/workspace", "pending": [{"id": "r", "name": "Read", "input": {"file_path": "/workspace/a"}}]}"#;
+        let client = reqwest::Client::new();
+        let send = || client.post(&url).header("content-type", "application/json").body(body).send();
+        let held = state.decision_slots.clone().try_acquire_many_owned(2).unwrap();
+        let shed = send().await.unwrap();
+        assert_eq!(shed.status(), 503);
+        assert_eq!(shed.headers()["retry-after"], "1");
+        drop(held);
+        assert_eq!(send().await.unwrap().status(), 200, "the slots are free again");
+        let _ = stop.send(());
+        task.await.unwrap().unwrap();
+    }
+
+    #[test]
+    fn request_ids_are_short_and_printable() {
+        assert!(usable_request_id(b"trace-42"));
+        assert!(usable_request_id(&[b'a'; MAX_REQUEST_ID_BYTES]));
+        for unusable in [&b""[..], &[b'a'; MAX_REQUEST_ID_BYTES + 1], b"has space", b"tab\there", "é".as_bytes()] {
+            assert!(!usable_request_id(unusable), "{}", String::from_utf8_lossy(unusable));
+        }
+    }
 }

@@ -374,3 +374,214 @@ proptest! {
         }
     }
 }
+
+/// A tool the gate routes to the classifier that no model may allow (skips the screen).
+fn with_irreversible_tool(mut config: Config) -> Config {
+    let defined = Config::from_toml_str(
+        "t",
+        "[[tools.define]]\nname = \"send_email\"\nread_only = false\ndestructive = false\nopen_world = true\nreversibility = \"irreversible\"\n",
+    )
+    .unwrap();
+    config.tools.define = defined.tools.define;
+    config
+}
+
+fn email_request() -> DecideRequest {
+    let mut email = request(&["x"]);
+    email.pending[0].name = "send_email".to_owned();
+    email.pending[0].id = "email".to_owned();
+    email
+}
+
+fn stage_name(stage: Stage) -> String {
+    serde_json::to_value(stage).unwrap().as_str().unwrap().to_owned()
+}
+
+fn row(scenario: &str, record: &DecisionRecord) -> String {
+    let decision = &record.decision;
+    let kinds: Vec<&str> = [&record.screen, &record.review]
+        .into_iter()
+        .map(|stage| stage.as_ref().and_then(|stage| stage.error_kind.as_deref()).unwrap_or("-"))
+        .collect();
+    format!(
+        "{scenario}\n  {} · {} · {} · screen error {} · review error {}\n  {}\n",
+        decision.decision,
+        stage_name(decision.stage),
+        decision.reason_code.as_deref().unwrap_or("-"),
+        kinds[0],
+        kinds[1],
+        decision.reason.as_deref().unwrap_or("-"),
+    )
+}
+
+/// Every way the classifier can fail to judge a call, with the reason code it reports: the code
+/// says what happened (item 11 of issue 14: a screen timeout read `no_review_model`). Runs on a
+/// paused clock, so the timeouts fire in order whatever the machine's speed.
+#[tokio::test(start_paused = true)]
+async fn each_failure_mode_has_an_honest_reason_code() {
+    let mut rows = Vec::new();
+    let escalating = || scripted(ScriptedModel::answer_with("escalate", &[("allow", 0.3), ("escalate", 0.7)]));
+
+    // Screen only, no review.
+    for (scenario, behaviour) in [
+        (
+            "screen escalates, no review model",
+            ScriptedModel::answer_with("escalate", &[("allow", 0.3), ("escalate", 0.7)]),
+        ),
+        ("screen times out, no review model", Behaviour::Stall(Duration::from_secs(3_600))),
+        (
+            "screen transport error, no review model",
+            Behaviour::Fail(ModelError::Transport("connection refused".into())),
+        ),
+        ("screen response too large, no review model", Behaviour::Fail(ModelError::ResponseTooLarge(1_048_576))),
+        ("screen malformed answer, no review model", Behaviour::Raw(vec![])),
+        (
+            "screen breaker open, no review model",
+            Behaviour::Fail(ModelError::Unavailable("openai/x".into(), "circuit open".into())),
+        ),
+    ] {
+        let decided = pipeline_without_review(&scripted(behaviour));
+        rows.push(row(scenario, &decide_one(&decided, CLASSIFIED).await));
+    }
+    let irreversible = with_irreversible_tool(config(Mode::Auto));
+    let decided = pipeline(&irreversible, screen(&escalating()), None);
+    rows.push(row("irreversible call, no review model", &decided.decide(&email_request()).await.remove(0)));
+
+    // Screen and review.
+    for (scenario, on_error, behaviour) in [
+        ("review times out, on_error ask", OnError::Ask, Behaviour::Stall(Duration::from_secs(3_600))),
+        ("review times out, on_error deny", OnError::Deny, Behaviour::Stall(Duration::from_secs(3_600))),
+        ("review transport error, on_error ask", OnError::Ask, Behaviour::Fail(ModelError::Transport("reset".into()))),
+    ] {
+        let decided =
+            pipeline(&config(Mode::Auto), screen(&escalating()), review(&scripted(behaviour), on_error, OnDeny::Deny));
+        rows.push(row(scenario, &decide_one(&decided, CLASSIFIED).await));
+    }
+
+    // The request's deadline passes while the screen is still out.
+    let decided = pipeline_without_review(&scripted(Behaviour::Stall(Duration::from_secs(3_600))));
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(50);
+    let record = decided.decide_within(&request(&[CLASSIFIED]), Some(deadline)).await.remove(0);
+    rows.push(row("request deadline passes first", &record));
+
+    // More classified calls than the per-request bound.
+    let mut limited = config(Mode::Auto);
+    limited.classifier.max_calls_per_request = 1;
+    let decided = pipeline(&limited, screen(&escalating()), None);
+    let records = decided.decide(&request(&["rm -rf build", "rm -rf dist"])).await;
+    rows.push(row("second classified call past max_calls_per_request = 1", &records[1]));
+
+    // Every model slot is held by a stalled call while another call waits.
+    let (screen_busy, review_busy) = busy_records().await;
+    rows.push(row("no model slot frees within the screen's timeout", &screen_busy));
+    rows.push(row("no model slot frees within the review's timeout, on_error ask", &review_busy));
+
+    insta::assert_snapshot!(rows.join("\n"));
+}
+
+/// Records of a screen and of a review that never got a model slot: the process has one slot,
+/// held by a stalled call of the other stage, whose timeout is longer.
+async fn busy_records() -> (DecisionRecord, DecisionRecord) {
+    let stalls_on_hold = |name: &str, otherwise: Behaviour| {
+        Arc::new(
+            ScriptedModel::new(name, otherwise)
+                .when_contains("Judge only the pending call `hold`", Behaviour::Stall(Duration::from_secs(3_600))),
+        )
+    };
+    let stage_pipeline =
+        |screen_model: &Arc<ScriptedModel>, screen_ms, review_model: &Arc<ScriptedModel>, review_ms| {
+            let mut config = with_irreversible_tool(config(Mode::Auto));
+            config.classifier.max_concurrent_model_calls = 1;
+            Arc::new(pipeline(
+                &config,
+                Some(ScreenStage {
+                    model: screen_model.clone(),
+                    threshold: 0.95,
+                    timeout: Duration::from_millis(screen_ms),
+                }),
+                Some(ReviewStage {
+                    model: review_model.clone(),
+                    timeout: Duration::from_millis(review_ms),
+                    on_error: OnError::Ask,
+                    on_deny: OnDeny::Deny,
+                }),
+            ))
+        };
+    let hold = |pipeline: &Arc<Pipeline>| {
+        let pipeline = pipeline.clone();
+        let mut holding = request(&[CLASSIFIED]);
+        holding.pending[0].id = "hold".to_owned();
+        holding.session_id = Some("holder".to_owned());
+        tokio::spawn(async move { pipeline.decide(&holding).await })
+    };
+
+    // A review stalls with the slot; a screen waits for it.
+    let screen_model = scripted(ScriptedModel::answer_all("escalate"));
+    let review_model = stalls_on_hold("review", ScriptedModel::answer_all("allow"));
+    let pipeline = stage_pipeline(&screen_model, 200, &review_model, 10_000);
+    let holder = hold(&pipeline);
+    while review_model.calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let screen_busy = pipeline.decide(&request(&[CLASSIFIED])).await.remove(0);
+    assert_eq!((screen_model.calls(), review_model.calls()), (1, 1), "only the holder reached a model");
+    holder.abort();
+
+    // A screen stalls with the slot; a review (of an irreversible call, which skips the screen)
+    // waits for it.
+    let screen_model = stalls_on_hold("screen", ScriptedModel::answer_all("escalate"));
+    let review_model = scripted(ScriptedModel::answer_all("allow"));
+    let pipeline = stage_pipeline(&screen_model, 10_000, &review_model, 200);
+    let holder = hold(&pipeline);
+    while screen_model.calls() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let review_busy = pipeline.decide(&email_request()).await.remove(0);
+    assert_eq!((screen_model.calls(), review_model.calls()), (1, 0), "only the holder reached a model");
+    holder.abort();
+    (screen_busy, review_busy)
+}
+
+/// Calls the gate settles never wait for a model slot, however long every slot stays busy.
+#[tokio::test(start_paused = true)]
+async fn gate_only_calls_never_wait_for_a_model_slot() {
+    let mut config = config(Mode::Auto);
+    config.classifier.max_concurrent_model_calls = 1;
+    let pipeline = Arc::new(pipeline(&config, screen(&scripted(Behaviour::Stall(Duration::from_secs(3_600)))), None));
+    let holder = tokio::spawn({
+        let pipeline = pipeline.clone();
+        async move { pipeline.decide(&request(&[CLASSIFIED])).await }
+    });
+    while pipeline.model_slots_available() > 0 {
+        tokio::task::yield_now().await;
+    }
+    let before = tokio::time::Instant::now();
+    let gated = pipeline.gate_request(&request(&["ls", "git status"]), None).await;
+    assert!(!gated.needs_model());
+    let records = pipeline.finish(&request(&["ls", "git status"]), gated, None).await;
+    assert!(records.iter().all(|record| record.decision.decision == Decision::Allow));
+    assert_eq!(tokio::time::Instant::now(), before, "no timer was waited on: the paused clock never moved");
+    assert!(pipeline.gate_request(&request(&[CLASSIFIED]), None).await.needs_model());
+    holder.abort();
+}
+
+/// A request with more classified calls than `max_calls_per_request` sends only that many to
+/// the models; the rest go to a person without a model call.
+#[tokio::test(start_paused = true)]
+async fn calls_past_the_per_request_bound_are_asked_without_a_model() {
+    let mut config = config(Mode::Auto);
+    config.classifier.max_calls_per_request = 3;
+    let screen_model = scripted(ScriptedModel::answer_all("escalate"));
+    let review_model = scripted(ScriptedModel::answer_all("allow"));
+    let pipeline = pipeline(&config, screen(&screen_model), review(&review_model, OnError::Ask, OnDeny::Deny));
+    let commands: Vec<String> = (0..10).map(|index| format!("rm -rf build{index}")).collect();
+    let commands: Vec<&str> = commands.iter().map(String::as_str).chain(["ls"]).collect();
+    let records = pipeline.decide(&request(&commands)).await;
+    assert_eq!((screen_model.calls(), review_model.calls()), (3, 1));
+    assert_eq!(review_model.seen()[0].questions.len(), 3, "the review batch holds only the judged calls");
+    let codes: Vec<&str> = records.iter().map(|record| record.decision.reason_code.as_deref().unwrap()).collect();
+    assert_eq!(codes[..3], ["review_allow"; 3]);
+    assert_eq!(codes[3..10], ["model_call_limit"; 7]);
+    assert_eq!(records[10].decision.decision, Decision::Allow, "gate-only calls are unaffected");
+    assert!(records[3..10].iter().all(|record| record.decision.decision == Decision::Ask && record.screen.is_none()));
+}
