@@ -83,6 +83,15 @@ pub fn parse_decision(
         alternatives.iter().map(|(token, logprob)| (token.as_str(), *logprob)).collect()
     };
     for (token, logprob) in entries {
+        // A probability above 1 is no answer a model gives: `exp` of a huge log-probability
+        // overflows, and the shares would come out NaN (found by `cargo fuzz run
+        // answer_decision`). Rounding may put a certain token a hair above 0.
+        if logprob > 1e-6 {
+            return Err(ModelError::Malformed(format!(
+                "the token `{}` has the log-probability {logprob}, above 0",
+                token.escape_debug()
+            )));
+        }
         // The same raw token listed twice is counted once.
         if seen.contains(&token) || !logprob.is_finite() {
             continue;
@@ -266,6 +275,18 @@ mod tests {
         let partial = vec![("A".to_owned(), (0.6f64).ln()), ("The".to_owned(), (0.1f64).ln())];
         let choice = parse_decision(&question, "A", None, &partial, 0.5).unwrap();
         assert!((choice.probabilities.unwrap()["allow"] - 0.6 / 0.9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn decision_refuses_log_probabilities_above_zero() {
+        // Found by `cargo fuzz run answer_decision`: `exp(1000)` overflowed and P(allow) was NaN.
+        let question = screen_question("c");
+        assert!(matches!(parse_decision(&question, "A", Some(1000.0), &[], 0.5), Err(ModelError::Malformed(_))));
+        let huge = vec![("A".to_owned(), 800.0), ("B".to_owned(), (0.1f64).ln())];
+        assert!(matches!(parse_decision(&question, "A", None, &huge, 0.5), Err(ModelError::Malformed(_))));
+        // A certain token, rounded a hair above 0, is still an answer.
+        let choice = parse_decision(&question, "A", Some(1e-9), &[], 0.5).unwrap();
+        assert!(choice.probabilities.unwrap()["allow"].is_finite());
     }
 
     #[test]
