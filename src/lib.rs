@@ -9,7 +9,7 @@
 //! let request = DecideRequest::from_json(
 //!     r#"{"cwd": "/workspace", "pending": [{"id": "c1", "name": "Bash", "input": {"command": "git status"}}]}"#,
 //! ).unwrap();
-//! let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
 //! let response = runtime.block_on(engine.decide(&request));
 //! assert_eq!(response.decisions[0].decision, permit::decision::Decision::Allow);
 //! ```
