@@ -211,9 +211,11 @@ impl Sandbox {
                 "true" => "0",
                 _ => "\"${STUB_STATUS:-0}\"",
             };
-            // One file per process (`$$`), so the records of concurrent stubs never interleave.
+            // One file per process (`$$`), so the records of concurrent stubs never interleave,
+            // written under a dot name and renamed when whole: a background stub still writing
+            // when the shell exits leaves no cut record, only a dot file the reader skips.
             let script = format!(
-                "#!/bin/sh\n{{ printf '%s\\0' @@EXEC \"$#\" \"${{0##*/}}\" \"$(pwd -P)\"; for a; do printf '%s\\0' \"$a\"; done; }} >> \"$STUB_DIR/$$\"\nexit {status}\n"
+                "#!/bin/sh\n{{ printf '%s\\0' @@EXEC \"$#\" \"${{0##*/}}\" \"$(pwd -P)\"; for a; do printf '%s\\0' \"$a\"; done; }} > \"$STUB_DIR/.$$\" && /bin/mv \"$STUB_DIR/.$$\" \"$STUB_DIR/$$\"\nexit {status}\n"
             );
             let path = root.join("bin").join(name);
             std::fs::write(&path, script).unwrap();
@@ -288,7 +290,11 @@ impl Sandbox {
         }
         child.wait().unwrap();
         let [_, stderr] = readers.map(|reader| reader.map(|reader| reader.join().unwrap()).unwrap_or_default());
-        let mut records: Vec<PathBuf> = std::fs::read_dir(&logs).unwrap().map(|entry| entry.unwrap().path()).collect();
+        let mut records: Vec<PathBuf> = std::fs::read_dir(&logs)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with('.')))
+            .collect();
         records.sort();
         // A stub killed at the deadline may leave its last record cut short: only then are
         // cut records dropped (the run is reported as timed out, which fails the test anyway).

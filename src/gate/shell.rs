@@ -1392,6 +1392,9 @@ impl Walker<'_> {
                     out.dynamic = true;
                 }
                 WordPiece::Text(text) => {
+                    // A `${` the parser left as text is no parameter bash accepts (a bad
+                    // substitution), and zsh may expand it: never harmless text.
+                    out.dynamic |= text.contains("${");
                     if unquoted {
                         let (glob, leading) = glob_in_text(text, out.text.is_empty());
                         out.glob |= glob;
@@ -2424,6 +2427,13 @@ fn zsh_only_construct(source: &str) -> Option<(usize, ZshConstruct)> {
             b'!' if bytes.get(index + 1) == Some(&b'(') => Some(ZshConstruct::GlobQualifier),
             b'<' if is_numeric_range(&bytes[index + 1..]) => Some(ZshConstruct::NumericRange),
             b'$' if bytes.get(index + 1) == Some(&b'"') => Some(ZshConstruct::LocaleString),
+            // `${(e)…}`, `${:-…}`, `${~x}`…: a bad substitution to bash, which runs nothing, but
+            // flags to zsh (`(e)` evaluates the text again, running `$(…)` in it; round 32).
+            b'$' if bytes.get(index + 1) == Some(&b'{')
+                && matches!(bytes.get(index + 2), Some(b'(' | b':' | b'~' | b'=' | b'^' | b'+')) =>
+            {
+                Some(ZshConstruct::ParameterFlag)
+            }
             b'$' => parameter_construct(&bytes[index + 1..]),
             b'}' if is_argument_closing_brace(bytes, index) => Some(ZshConstruct::ClosingBrace),
             _ => None,

@@ -305,6 +305,10 @@ fn host_settings_do_not_change_an_allowed_line() {
         "echo \\ #; echo $=ANTHROPIC_API_KEY",
         "echo \"$(echo 'a\"b')\"; echo $~ANTHROPIC_API_KEY",
         "(true)#'\necho $=ANTHROPIC_API_KEY",
+        // Braced zsh parameter flags: `(e)` re-evaluates, `(P)` reads a named variable (round 32).
+        "echo ${(e):-\\$\\(id\\)}",
+        "echo ${(P)${:-ANTHROPIC_API_KEY}}",
+        "echo \"${(e)${:-\\$(id)}}\"",
         // A version query through a toolchain proxy runs the toolchain the repository names.
         "cargo --version",
         // Signature placeholders run gpg.
