@@ -338,6 +338,17 @@ fn sed_address(text: &[u8]) -> Option<&[u8]> {
 
 /// Reads a regex up to its closing delimiter; returns what follows the delimiter.
 fn sed_regex(text: &[u8], delimiter: u8) -> Option<&[u8]> {
+    sed_section(text, delimiter, true)
+}
+
+/// Reads a replacement (where `[` is text) up to its closing delimiter.
+fn sed_replacement(text: &[u8], delimiter: u8) -> Option<&[u8]> {
+    sed_section(text, delimiter, false)
+}
+
+/// One section of an `s` command or address, up to its unescaped closing delimiter; a bracket
+/// expression counts as one piece in a regex (`brackets`).
+fn sed_section(text: &[u8], delimiter: u8, brackets: bool) -> Option<&[u8]> {
     let mut index = 0;
     while let Some(&byte) = text.get(index) {
         match byte {
@@ -349,7 +360,7 @@ fn sed_regex(text: &[u8], delimiter: u8) -> Option<&[u8]> {
                 }
                 index += 2;
             }
-            b'[' => index += plain_bracket(&text[index..])?,
+            b'[' if brackets => index += plain_bracket(&text[index..])?,
             _ if byte == delimiter => return Some(&text[index + 1..]),
             _ => index += 1,
         }
@@ -369,25 +380,6 @@ fn plain_bracket(text: &[u8]) -> Option<usize> {
             b']' if index > first => return Some(index + 1),
             _ if byte.is_ascii_alphanumeric() || matches!(byte, b' ' | b'_' | b'-' | b'.') => index += 1,
             _ => return None,
-        }
-    }
-    None
-}
-
-/// Reads a replacement up to its closing delimiter; returns what follows the delimiter.
-fn sed_replacement(text: &[u8], delimiter: u8) -> Option<&[u8]> {
-    let mut index = 0;
-    while let Some(&byte) = text.get(index) {
-        match byte {
-            b'\n' => return None,
-            b'\\' => {
-                if *text.get(index + 1)? == b'\n' {
-                    return None;
-                }
-                index += 2;
-            }
-            _ if byte == delimiter => return Some(&text[index + 1..]),
-            _ => index += 1,
         }
     }
     None
