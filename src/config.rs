@@ -389,17 +389,23 @@ pub enum ModelConfig {
         /// How many alternatives to ask for per token in decision style (providers cap it at 20).
         #[serde(default = "default_top_logprobs")]
         top_logprobs: u8,
-        /// A reasoning model (o-series and the like): no `temperature`, no `logprobs`, and the
-        /// token limit sent as `max_completion_tokens`. Text style only.
+        /// A reasoning model (gpt-5, o-series and the like): no `temperature`, no `logprobs`,
+        /// and the token limit sent as `max_completion_tokens`. Text style only.
         #[serde(default)]
         reasoning_model: bool,
+        /// `reasoning_effort` sent to a reasoning model (`none`, `minimal`, `low`, `medium`,
+        /// `high`, `xhigh`; which ones a model takes varies). Unset sends none: the model's own
+        /// default applies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_effort: Option<ReasoningEffort>,
         /// Which token-limit field to send: `max_tokens` (understood by every compatible
         /// server, and the one Ollama honours), `max_completion_tokens`, or `both`.
         #[serde(default)]
         token_limit_field: TokenLimitField,
-        /// Output tokens allowed in text style.
-        #[serde(default = "default_max_tokens")]
-        max_tokens: u32,
+        /// Output tokens allowed in text style, reasoning included. Unset: 1024, or 4096 for a
+        /// reasoning model, whose reasoning shares the limit with the answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_tokens: Option<u32>,
         /// Ask for a JSON-schema `response_format` in text style (where the server supports it).
         #[serde(default)]
         response_format: bool,
@@ -413,8 +419,24 @@ pub enum ModelConfig {
         model: String,
         #[serde(default = "default_anthropic_key_env")]
         api_key_env: String,
-        #[serde(default = "default_max_tokens")]
-        max_tokens: u32,
+        /// Output tokens allowed, thinking included. Unset: 1024, or 4096 with `thinking`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_tokens: Option<u32>,
+        /// Sampling parameters, each sent only when set. Newer models reject `temperature`
+        /// outright and others reject `temperature` with `top_p`, so none is sent by default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        temperature: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        top_p: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        top_k: Option<u32>,
+        /// Extended or adaptive thinking, e.g. `thinking = { type = "adaptive" }` or
+        /// `thinking = { type = "enabled", budget_tokens = 2048 }`. Unset sends none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thinking: Option<AnthropicThinking>,
+        /// `output_config.effort` (`low`, `medium`, `high`, `xhigh`, `max`). Unset sends none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<AnthropicEffort>,
         #[serde(default)]
         headers: BTreeMap<String, String>,
         #[serde(default)]
@@ -440,6 +462,98 @@ pub enum ModelConfig {
         #[serde(default = "default_prefix_cache_mib")]
         prefix_cache_mib: u32,
     },
+}
+
+/// An OpenAI reasoning model's `reasoning_effort`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    /// `none`: no reasoning (models from gpt-5.1 on).
+    #[serde(rename = "none")]
+    NoReasoning,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::NoReasoning => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::Xhigh => "xhigh",
+        }
+    }
+}
+
+/// Anthropic's `thinking` setting, sent as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AnthropicThinking {
+    /// A fixed thinking budget (`budget_tokens` at least 1024 and below `max_tokens`). Newer
+    /// models (Claude 4.7 on) reject it; use `adaptive` there.
+    Enabled {
+        budget_tokens: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display: Option<ThinkingDisplay>,
+    },
+    /// The model decides how much to think; `effort` steers it.
+    Adaptive {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display: Option<ThinkingDisplay>,
+    },
+    /// Thinking explicitly off.
+    Disabled,
+}
+
+/// Whether thinking text comes back (`summarized`) or only its signature (`omitted`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkingDisplay {
+    Summarized,
+    Omitted,
+}
+
+/// Anthropic's `output_config.effort`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnthropicEffort {
+    Low,
+    Medium,
+    High,
+    Xhigh,
+    Max,
+}
+
+/// Anthropic's smallest thinking budget.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// `max_tokens` when none is configured and the model reasons (an OpenAI reasoning model,
+/// Anthropic with `thinking`): reasoning shares the limit with the answer, and 1024 tokens
+/// cut a reasoned review off before its answer line.
+const REASONING_MAX_TOKENS: u32 = 4096;
+
+impl ModelConfig {
+    /// The output-token limit a remote backend sends: the configured one, else the default for
+    /// the kind of model.
+    pub fn effective_max_tokens(&self) -> u32 {
+        match self {
+            ModelConfig::Openai { max_tokens, reasoning_model, .. } => {
+                max_tokens.unwrap_or(if *reasoning_model { REASONING_MAX_TOKENS } else { default_max_tokens() })
+            }
+            ModelConfig::Anthropic { max_tokens, thinking, .. } => {
+                let thinks =
+                    matches!(thinking, Some(AnthropicThinking::Enabled { .. } | AnthropicThinking::Adaptive { .. }));
+                max_tokens.unwrap_or(if thinks { REASONING_MAX_TOKENS } else { default_max_tokens() })
+            }
+            ModelConfig::Local { max_new_tokens, .. } => *max_new_tokens,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1054,14 +1168,15 @@ fn describe_model(model: &ModelConfig) -> String {
     }
 }
 
-fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
-    match model {
+fn validate_model(field: &str, model_config: &ModelConfig) -> Result<(), String> {
+    match model_config {
         ModelConfig::Openai {
             base_url,
             model,
             min_label_mass,
             top_logprobs,
             reasoning_model,
+            reasoning_effort,
             style,
             max_tokens,
             http,
@@ -1082,8 +1197,16 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
                     "`{field}`: a reasoning model reports no log-probabilities, so it needs `style = \"text\"`"
                 ));
             }
-            if *max_tokens == 0 {
+            if *max_tokens == Some(0) {
                 return Err(format!("`{field}.max_tokens` must be greater than 0"));
+            }
+            if let Some(effort) = reasoning_effort
+                && !*reasoning_model
+            {
+                return Err(format!(
+                    "`{field}.reasoning_effort` `{}` is sent only to reasoning models: add `reasoning_model = true` (with `style = \"text\"`) or remove it",
+                    effort.as_str()
+                ));
             }
             validate_http(field, http)
         }
@@ -1092,9 +1215,10 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
             if model.trim().is_empty() {
                 return Err(format!("`{field}.model` must name a model"));
             }
-            if *max_tokens == 0 {
+            if *max_tokens == Some(0) {
                 return Err(format!("`{field}.max_tokens` must be greater than 0"));
             }
+            validate_anthropic_sampling(field, model_config)?;
             validate_http(field, http)
         }
         ModelConfig::Local { threads, max_new_tokens, prefix_cache_mib, .. } => {
@@ -1106,6 +1230,62 @@ fn validate_model(field: &str, model: &ModelConfig) -> Result<(), String> {
             }
             if *prefix_cache_mib > 65_536 {
                 return Err(format!("`{field}.prefix_cache_mib` must be at most 65536, got {prefix_cache_mib}"));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Anthropic's sampling and thinking settings, against the Messages API's documented limits:
+/// a request the API would refuse with a 400 on every call is refused at load instead.
+fn validate_anthropic_sampling(field: &str, model_config: &ModelConfig) -> Result<(), String> {
+    let ModelConfig::Anthropic { temperature, top_p, top_k, thinking, .. } = model_config else {
+        return Ok(());
+    };
+    if let Some(temperature) = temperature
+        && !(0.0..=1.0).contains(temperature)
+    {
+        return Err(format!("`{field}.temperature` must be within 0..=1, got {temperature}"));
+    }
+    if let Some(top_p) = top_p
+        && !(*top_p > 0.0 && *top_p <= 1.0)
+    {
+        return Err(format!("`{field}.top_p` must be greater than 0 and at most 1, got {top_p}"));
+    }
+    if *top_k == Some(0) {
+        return Err(format!("`{field}.top_k` must be at least 1"));
+    }
+    if temperature.is_some() && top_p.is_some() {
+        return Err(format!(
+            "`{field}`: set `temperature` or `top_p`, not both; current Claude models reject a request with both"
+        ));
+    }
+    let max_tokens = model_config.effective_max_tokens();
+    match thinking {
+        None | Some(AnthropicThinking::Disabled) => Ok(()),
+        Some(thinking) => {
+            if temperature.is_some() || top_k.is_some() {
+                return Err(format!(
+                    "`{field}`: `thinking` cannot be combined with `temperature` or `top_k`; remove them (`top_p` within 0.95..=1 is allowed)"
+                ));
+            }
+            if let Some(top_p) = top_p
+                && *top_p < 0.95
+            {
+                return Err(format!("`{field}.top_p` must be within 0.95..=1 with `thinking`, got {top_p}"));
+            }
+            if let AnthropicThinking::Enabled { budget_tokens, .. } = thinking {
+                if *budget_tokens < MIN_THINKING_BUDGET {
+                    return Err(format!(
+                        "`{field}.thinking.budget_tokens` must be at least {MIN_THINKING_BUDGET}, got {budget_tokens}"
+                    ));
+                }
+                if *budget_tokens >= max_tokens {
+                    return Err(format!(
+                        "`{field}.thinking.budget_tokens` ({budget_tokens}) must be less than `{field}.max_tokens` ({max_tokens}): the answer needs tokens after the thinking, e.g. max_tokens = {} with budget_tokens = {budget_tokens}",
+                        budget_tokens.saturating_add(2048)
+                    ));
+                }
             }
             Ok(())
         }

@@ -1,6 +1,10 @@
 //! The `openai` and `anthropic` backends against real HTTP servers on loopback that answer in
 //! each provider's wire format, quirks included (response shapes from the providers' docs and
-//! issue threads). Every fault ends in its documented behaviour, and never in an allow.
+//! issue threads): Anthropic's 400 for a `temperature` current models no longer take, thinking
+//! blocks before the text, `stop_reason` `max_tokens` and `refusal`; OpenAI's `finish_reason`
+//! `length` from a reasoning model that spent its budget thinking; a vLLM chat template that
+//! refuses two user messages in a row. Every fault ends in its documented behaviour, and never
+//! in an allow.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
 
@@ -47,11 +51,27 @@ struct Fake {
     /// Answers chosen by request content, checked before the queue (for concurrent callers).
     by_content: Mutex<Vec<(String, Canned)>>,
     seen: Mutex<Vec<(HeaderMap, Value, Instant)>>,
+    /// Render the chat like vLLM with a Mistral or Gemma template: after an optional system
+    /// message, roles must alternate user/assistant starting with user, else a 400.
+    alternating_roles: bool,
+}
+
+/// vLLM's answer when the chat template raises on non-alternating roles.
+const VLLM_ROLES_ERROR: &str = r#"{"object":"error","message":"Conversation roles must alternate user/assistant/user/assistant/...","type":"BadRequestError","param":null,"code":400}"#;
+
+fn roles_alternate(body: &Value) -> bool {
+    let Some(messages) = body["messages"].as_array() else { return false };
+    let roles: Vec<&str> = messages.iter().filter_map(|message| message["role"].as_str()).collect();
+    let turns = roles.strip_prefix(&["system"]).unwrap_or(&roles);
+    turns.iter().enumerate().all(|(index, role)| *role == if index % 2 == 0 { "user" } else { "assistant" })
 }
 
 async fn handle(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) -> Response {
     let parsed = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    fake.seen.lock().unwrap().push((headers, parsed, Instant::now()));
+    fake.seen.lock().unwrap().push((headers, parsed.clone(), Instant::now()));
+    if fake.alternating_roles && !roles_alternate(&parsed) {
+        return (StatusCode::BAD_REQUEST, VLLM_ROLES_ERROR).into_response();
+    }
     let text = String::from_utf8_lossy(&body).into_owned();
     let chosen = fake
         .by_content
@@ -72,7 +92,11 @@ async fn handle(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: Bytes) 
 
 /// Starts a fake server answering `script` in order; returns its base URL.
 async fn serve(script: Vec<Canned>) -> (String, Arc<Fake>) {
-    let fake = Arc::new(Fake { queue: Mutex::new(script.into()), ..Fake::default() });
+    serve_fake(Fake { queue: Mutex::new(script.into()), ..Fake::default() }).await
+}
+
+async fn serve_fake(fake: Fake) -> (String, Arc<Fake>) {
+    let fake = Arc::new(fake);
     let app = Router::new()
         .route("/v1/chat/completions", post(handle))
         .route("/v1/messages", post(handle))
@@ -112,8 +136,9 @@ fn openai_with(base: &str, style: ModelStyle, tweak: impl FnOnce(&mut ModelConfi
         min_label_mass: 0.5,
         top_logprobs: 20,
         reasoning_model: false,
+        reasoning_effort: None,
         token_limit_field: TokenLimitField::MaxTokens,
-        max_tokens: 512,
+        max_tokens: Some(512),
         response_format: false,
         http: fast_http(),
     };
@@ -124,16 +149,20 @@ fn openai_with(base: &str, style: ModelStyle, tweak: impl FnOnce(&mut ModelConfi
 }
 
 fn anthropic(base: &str) -> Arc<dyn DecisionModel> {
+    anthropic_with(base, "")
+}
+
+/// An `anthropic` review model as a config file writes it, `extra` lines added to its section.
+fn anthropic_with(base: &str, extra: &str) -> Arc<dyn DecisionModel> {
     unsafe { std::env::set_var("PERMIT_TEST_ANTHROPIC_KEY", "sk-ant-test-secret") };
-    model::build(&ModelConfig::Anthropic {
-        base_url: base.to_owned(),
-        model: "claude-test".into(),
-        api_key_env: "PERMIT_TEST_ANTHROPIC_KEY".into(),
-        max_tokens: 1024,
-        headers: BTreeMap::new(),
-        http: fast_http(),
-    })
-    .unwrap()
+    let config = permit::config::Config::from_toml_str(
+        "anthropic.toml",
+        &format!(
+            "[review.model]\nbackend = \"anthropic\"\nbase_url = \"{base}\"\nmodel = \"claude-test\"\napi_key_env = \"PERMIT_TEST_ANTHROPIC_KEY\"\n{extra}\n[review.model.http]\nrequest_timeout_ms = 2000\ninitial_backoff_ms = 10\nmax_backoff_ms = 50\n"
+        ),
+    )
+    .unwrap();
+    model::build(&config.review.unwrap().model).unwrap()
 }
 
 fn screen_request() -> ModelRequest {
@@ -201,9 +230,13 @@ async fn openai_decision_style_reads_probabilities_and_sends_the_right_request()
     assert_eq!(body["top_logprobs"], 20);
     assert_eq!(body["temperature"], 0);
     let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "a system message and one user message");
     assert_eq!((messages[0]["role"].as_str(), messages[0]["content"].as_str()), (Some("system"), Some("POLICY")));
-    assert_eq!(messages[1]["content"], "<transcript>…</transcript>");
-    assert!(messages[2]["content"].as_str().unwrap().ends_with("A = `allow`\nB = `escalate`\n"));
+    assert_eq!(messages[1]["role"], "user");
+    assert_eq!(messages[1]["content"][0], json!({ "type": "text", "text": "<transcript>…</transcript>" }));
+    assert_eq!(messages[1]["content"][1]["type"], "text");
+    assert!(messages[1]["content"][1]["text"].as_str().unwrap().ends_with("A = `allow`\nB = `escalate`\n"));
+    assert_eq!(messages[1]["content"].as_array().unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -297,6 +330,10 @@ async fn anthropic_messages_with_prompt_caching() {
     let (headers, body, _) = fake.seen.lock().unwrap()[0].clone();
     assert_eq!(headers["x-api-key"], "sk-ant-test-secret");
     assert_eq!(headers["anthropic-version"], "2023-06-01");
+    assert_eq!(body["max_tokens"], 1024);
+    for absent in ["temperature", "top_p", "top_k", "thinking", "output_config"] {
+        assert!(body.get(absent).is_none(), "`{absent}` is sent only when configured: {body}");
+    }
     assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
     assert_eq!(body["messages"][0]["content"][0]["cache_control"]["type"], "ephemeral");
     assert!(body["messages"][0]["content"][1].get("cache_control").is_none());
@@ -549,4 +586,447 @@ async fn a_huge_error_body_is_read_only_for_its_snippet() {
     let text = error.to_string();
     assert!(text.starts_with("transport error: HTTP 400: <html>overloaded"), "{text}");
     assert!(text.len() < 300, "{} characters", text.len());
+}
+
+/// A Messages response in Anthropic's current shape.
+fn anthropic_message(content: Value, stop_reason: &str, output_tokens: u64) -> Value {
+    json!({
+        "id": "msg_03", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": content, "stop_reason": stop_reason, "stop_sequence": null,
+        "usage": { "input_tokens": 40, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                   "output_tokens": output_tokens, "service_tier": "standard" }
+    })
+}
+
+fn anthropic_text(text: &str) -> Value {
+    anthropic_message(json!([{ "type": "text", "text": text }]), "end_turn", 20)
+}
+
+/// Anthropic's error body for a model that no longer takes `temperature`.
+const TEMPERATURE_400: &str = r#"{"type":"error","error":{"type":"invalid_request_error","message":"`temperature` is deprecated for this model."},"request_id":"req_011CVXEc1pdn4pBywEv3mkNd"}"#;
+
+/// A server that answers like current Claude models: any request carrying `temperature` gets
+/// their 400; by default permit sends none and is answered. A configured `temperature` is sent
+/// as is, and the 400 is a client error: not retried, quoted in the error, failed closed.
+#[tokio::test]
+async fn anthropic_sends_no_temperature_by_default_and_a_temperature_400_fails_closed() {
+    let (base, fake) = serve(vec![ok(anthropic_text("Routine.\n{\"verdict\": \"allow\"}"))]).await;
+    fake.by_content.lock().unwrap().push(("\"temperature\":".to_owned(), raw(400, TEMPERATURE_400)));
+    let answer = anthropic(&base).answer(&review_request()).await.unwrap();
+    assert_eq!(answer.choices[0].option, "allow");
+    assert!(fake.seen.lock().unwrap()[0].1.get("temperature").is_none());
+
+    let error = anthropic_with(&base, "temperature = 0.0").answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "transport", "{error}");
+    let text = error.to_string();
+    assert!(text.contains("HTTP 400") && text.contains("`temperature` is deprecated for this model."), "{text}");
+    {
+        let seen = fake.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "the 400 was not retried");
+        assert_eq!(seen[1].1["temperature"], 0.0);
+    }
+
+    // The other sampling parameters go out only when set, as written.
+    fake.queue.lock().unwrap().push_back(ok(anthropic_text("{\"verdict\": \"allow\"}")));
+    anthropic_with(&base, "top_p = 0.9\ntop_k = 40").answer(&review_request()).await.unwrap();
+    let body = fake.seen.lock().unwrap()[2].1.clone();
+    assert_eq!((body["top_p"].as_f64(), body["top_k"].as_u64()), (Some(0.9), Some(40)));
+    assert!(body.get("temperature").is_none());
+}
+
+/// Extended thinking (a fixed budget) and adaptive thinking with an effort: the request carries
+/// them as configured, and the answer's `thinking` blocks, which come before the `text` block,
+/// are kept as reasoning while `redacted_thinking` (encrypted) is skipped.
+#[tokio::test]
+async fn anthropic_thinking_blocks_come_before_the_text() {
+    let response = anthropic_message(
+        json!([
+            { "type": "thinking", "thinking": "The user asked to clean build/; this deletes src/.", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds" },
+            { "type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP" },
+            { "type": "text", "text": "It deletes sources.\n{\"verdict\": \"deny_destructive\"}" }
+        ]),
+        "end_turn",
+        900,
+    );
+    let (base, fake) = serve(vec![ok(response.clone()), ok(response)]).await;
+    let backend = anthropic_with(
+        &base,
+        "max_tokens = 4096\nthinking = { type = \"enabled\", budget_tokens = 2048 }\neffort = \"low\"",
+    );
+    let answer = backend.answer(&review_request()).await.unwrap();
+    assert_eq!(answer.choices[0].option, "deny_destructive");
+    let reasoning = answer.reasoning.unwrap();
+    assert!(
+        reasoning.starts_with("The user asked to clean build/; this deletes src/.\nIt deletes sources."),
+        "{reasoning}"
+    );
+    assert!(!reasoning.contains("EmwKAhgB"), "redacted thinking is never logged: {reasoning}");
+    let body = fake.seen.lock().unwrap()[0].1.clone();
+    assert_eq!(body["thinking"], json!({ "type": "enabled", "budget_tokens": 2048 }));
+    assert_eq!(body["max_tokens"], 4096);
+    assert_eq!(body["output_config"], json!({ "effort": "low" }));
+    assert!(body.get("temperature").is_none());
+
+    // Adaptive thinking: no budget, and a larger default `max_tokens` than without thinking.
+    let adaptive = anthropic_with(&base, "thinking = { type = \"adaptive\", display = \"summarized\" }");
+    assert_eq!(adaptive.answer(&review_request()).await.unwrap().choices[0].option, "deny_destructive");
+    let body = fake.seen.lock().unwrap()[1].1.clone();
+    assert_eq!(body["thinking"], json!({ "type": "adaptive", "display": "summarized" }));
+    assert_eq!(body["max_tokens"], 4096);
+    assert!(body.get("output_config").is_none());
+}
+
+/// A stop at the token limit is `truncated` and a refusal `refused`, each its own kind, even
+/// when the cut-off text happens to end in a well-formed answer line (a verdict the model was
+/// still reasoning about is not its answer).
+#[tokio::test]
+async fn anthropic_stop_reasons_max_tokens_and_refusal_are_their_own_errors() {
+    let cut = anthropic_message(
+        json!([{ "type": "text", "text": "If the answer were\n{\"verdict\": \"allow\"}" }]),
+        "max_tokens",
+        1024,
+    );
+    let thinking_cut = anthropic_message(
+        json!([{ "type": "thinking", "thinking": "Let me weigh each path the command", "signature": "sig" }]),
+        "max_tokens",
+        4096,
+    );
+    let window =
+        anthropic_message(json!([{ "type": "text", "text": "The trans" }]), "model_context_window_exceeded", 10);
+    let refused = anthropic_message(json!([]), "refusal", 0);
+    let (base, fake) = serve(vec![ok(cut), ok(thinking_cut), ok(window), ok(refused)]).await;
+
+    let error = anthropic(&base).answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "truncated", "{error}");
+    assert_eq!(
+        error.to_string(),
+        "the model's answer was cut off: `stop_reason` `max_tokens` at the limit of 1024 tokens (1024 output tokens); raise `max_tokens`"
+    );
+    let error =
+        anthropic_with(&base, "thinking = { type = \"adaptive\" }").answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "truncated");
+    assert!(
+        error.to_string().contains(
+            "at the limit of 4096 tokens (4096 output tokens); raise `max_tokens` (thinking counts towards it)"
+        ),
+        "{error}"
+    );
+    let error = anthropic(&base).answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "truncated");
+    assert!(error.to_string().contains("model_context_window_exceeded"), "{error}");
+    let error = anthropic(&base).answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "refused", "{error}");
+    assert_eq!(error.to_string(), "the model refused to answer: `stop_reason` `refusal`");
+    assert_eq!(fake.seen.lock().unwrap().len(), 4, "neither is retried");
+}
+
+/// A reasoning model's chat completion that spent its whole budget reasoning, as OpenAI sends
+/// it: empty `content`, `finish_reason` `length`, the reasoning tokens in the usage details.
+fn openai_cut_off(content: Option<&str>, completion: u64, reasoning: u64) -> Value {
+    json!({
+        "id": "chatcmpl-5", "object": "chat.completion", "created": 1, "model": "judge",
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": content, "refusal": null, "annotations": [] },
+                      "finish_reason": "length" }],
+        "usage": { "prompt_tokens": 900, "completion_tokens": completion, "total_tokens": 900 + completion,
+                   "prompt_tokens_details": { "cached_tokens": 0, "audio_tokens": 0 },
+                   "completion_tokens_details": { "reasoning_tokens": reasoning, "audio_tokens": 0,
+                                                  "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0 } },
+        "service_tier": "default", "system_fingerprint": null
+    })
+}
+
+/// `reasoning_effort` is sent to reasoning models with a larger default budget, and a text
+/// answer stopped by `length` is `truncated`, not `malformed`, and never read for a verdict.
+/// `content_filter` and a `refusal` message are `refused`. A decision-style `length` finish is
+/// the one token asked for and still answers.
+#[tokio::test]
+async fn openai_length_finish_is_truncated_and_refusals_are_refused() {
+    let filtered = json!({
+        "id": "chatcmpl-6", "object": "chat.completion", "created": 1, "model": "judge",
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": null }, "finish_reason": "content_filter" }]
+    });
+    let refusal = json!({
+        "id": "chatcmpl-7", "object": "chat.completion", "created": 1, "model": "judge",
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": null, "refusal": "I'm sorry, I can't help with that." },
+                      "logprobs": null, "finish_reason": "stop" }]
+    });
+    let (base, fake) = serve(vec![
+        ok(openai_cut_off(Some(""), 4096, 4096)),
+        ok(openai_cut_off(Some("Checking.\n{\"verdict\": \"allow\"}"), 512, 0)),
+        ok(filtered),
+        ok(refusal),
+        ok(openai_logprobs("A", &[("A", 0.99), ("B", 0.01)])),
+    ])
+    .await;
+    let reasoning = openai_with(&base, ModelStyle::Text, |config| {
+        if let ModelConfig::Openai { reasoning_model, reasoning_effort, max_tokens, .. } = config {
+            *reasoning_model = true;
+            *reasoning_effort = Some(permit::config::ReasoningEffort::Low);
+            *max_tokens = None;
+        }
+    });
+    let error = reasoning.answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "truncated", "{error}");
+    assert_eq!(
+        error.to_string(),
+        "the model's answer was cut off: `finish_reason` `length` at the limit of 4096 tokens (4096 completion tokens, 4096 of them reasoning); raise `max_tokens` (reasoning counts towards it) or lower `reasoning_effort`"
+    );
+    let body = fake.seen.lock().unwrap()[0].1.clone();
+    assert_eq!(body["reasoning_effort"], "low");
+    assert_eq!(body["max_completion_tokens"], 4096, "a reasoning model's default budget");
+    assert!(body.get("max_tokens").is_none() && body.get("temperature").is_none(), "{body}");
+
+    let text = openai(&base, ModelStyle::Text);
+    let error = text.answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "truncated", "a cut-off text is not parsed: {error}");
+    assert!(fake.seen.lock().unwrap()[1].1.get("reasoning_effort").is_none());
+    let error = text.answer(&review_request()).await.unwrap_err();
+    assert_eq!((error.kind(), error.to_string().contains("content_filter")), ("refused", true), "{error}");
+    let error = text.answer(&review_request()).await.unwrap_err();
+    assert_eq!(error.kind(), "refused");
+    assert!(error.to_string().ends_with("the model's refusal: `I'm sorry, I can't help with that.`"), "{error}");
+    let answer = openai(&base, ModelStyle::Decision).answer(&screen_request()).await.unwrap();
+    assert_eq!(answer.choices[0].option, "allow", "decision style asks for one token: `length` is its normal finish");
+}
+
+/// vLLM serving a model whose chat template (Mistral's, Gemma's) requires alternating roles
+/// answers two user messages in a row with a 400. permit's one user message of two text parts
+/// passes, in both styles.
+#[tokio::test]
+async fn a_template_that_requires_alternating_roles_accepts_the_request() {
+    let (base, fake) = serve_fake(Fake {
+        queue: Mutex::new(
+            vec![ok(openai_logprobs("A", &[("A", 0.97), ("B", 0.03)])), ok(openai_text("{\"verdict\": \"allow\"}"))]
+                .into(),
+        ),
+        alternating_roles: true,
+        ..Fake::default()
+    })
+    .await;
+    // The shape permit used to send is refused, as vLLM refuses it.
+    let old_shape = json!({
+        "model": "judge",
+        "messages": [
+            { "role": "system", "content": "POLICY" },
+            { "role": "user", "content": "<transcript>…</transcript>" },
+            { "role": "user", "content": "Question `screen` …" },
+        ],
+    });
+    let response =
+        reqwest::Client::new().post(format!("{base}/v1/chat/completions")).json(&old_shape).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(response.text().await.unwrap(), VLLM_ROLES_ERROR);
+
+    let answer = openai(&base, ModelStyle::Decision).answer(&screen_request()).await.unwrap();
+    assert_eq!(answer.choices[0].option, "allow");
+    let answer = openai(&base, ModelStyle::Text).answer(&review_request()).await.unwrap();
+    assert_eq!(answer.choices[0].option, "allow");
+    let seen = fake.seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    for (_, body, _) in &seen[1..] {
+        let roles: Vec<&str> =
+            body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user"]);
+    }
+}
+
+/// Prompt caching needs the same prefix on every call of a session: the screens of two
+/// different pending calls of one request send a byte-identical system message and first user
+/// content part (the transcript), and differ only in the second part (the question). The same
+/// holds for Anthropic, where the first part carries the cache breakpoint.
+#[tokio::test]
+async fn the_cached_prefix_is_identical_across_the_calls_of_a_session() {
+    let (openai_base, openai_fake) = serve(vec![]).await;
+    openai_fake.by_content.lock().unwrap().extend([
+        ("pending call `a`".to_owned(), ok(openai_logprobs("B", &[("B", 0.9), ("A", 0.1)]))),
+        ("pending call `b`".to_owned(), ok(openai_logprobs("B", &[("B", 0.8), ("A", 0.2)]))),
+    ]);
+    let (anthropic_base, anthropic_fake) = serve(vec![]).await;
+    anthropic_fake.by_content.lock().unwrap().extend([
+        ("pending call `a`".to_owned(), ok(anthropic_text("{\"screen\": \"escalate\"}"))),
+        ("pending call `b`".to_owned(), ok(anthropic_text("{\"screen\": \"escalate\"}"))),
+    ]);
+    unsafe { std::env::set_var("PERMIT_TEST_ANTHROPIC_KEY", "sk-ant-test-secret") };
+    let request = permit::request::DecideRequest::from_json(
+        r#"{"session_id": "cache", "cwd": "/workspace", "transcript": [{"type": "user", "text": "tidy up the build outputs"}],
+            "pending": [{"id": "a", "name": "Bash", "input": {"command": "rm -rf build"}},
+                        {"id": "b", "name": "Bash", "input": {"command": "rm -rf dist"}}]}"#,
+    )
+    .unwrap();
+    for (model, fake) in [
+        (format!("backend = \"openai\"\nbase_url = \"{openai_base}/v1\"\nmodel = \"judge\""), &openai_fake),
+        (
+            format!(
+                "backend = \"anthropic\"\nbase_url = \"{anthropic_base}\"\nmodel = \"claude-test\"\napi_key_env = \"PERMIT_TEST_ANTHROPIC_KEY\""
+            ),
+            &anthropic_fake,
+        ),
+    ] {
+        let config = permit::config::Config::from_toml_str(
+            "cache.toml",
+            &format!("[screen]\nallow_threshold_percent = 95\n[screen.model]\n{model}\n"),
+        )
+        .unwrap();
+        let records = permit::engine::Engine::new(config).unwrap().records(&request).await;
+        assert!(records.iter().all(|record| record.decision.decision.as_str() == "ask"));
+        let seen = fake.seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "one screen per pending call");
+        // Anthropic: `system` beside the messages; OpenAI: the system message first.
+        let parts = |body: &Value| {
+            if let Some(system) = body.get("system") {
+                let content = &body["messages"][0]["content"];
+                (system.to_string(), content[0].to_string(), content[1].to_string())
+            } else {
+                let messages = &body["messages"];
+                (messages[0].to_string(), messages[1]["content"][0].to_string(), messages[1]["content"][1].to_string())
+            }
+        };
+        let (system_a, transcript_a, question_a) = parts(&seen[0].1);
+        let (system_b, transcript_b, question_b) = parts(&seen[1].1);
+        assert_eq!(system_a, system_b);
+        assert_eq!(transcript_a, transcript_b, "the first content part is byte-identical");
+        assert!(transcript_a.contains("tidy up the build outputs"), "{transcript_a}");
+        assert_ne!(question_a, question_b, "only the question differs");
+    }
+}
+
+/// The new error kinds fail closed through the whole pipeline: a review cut off at its token
+/// limit or refused is `ask` with `review_error` and the kind in the record and the reason, and
+/// a text-style screen cut off with no review is `ask` with `screen_error`.
+#[tokio::test]
+async fn truncated_and_refused_answers_fail_closed_in_the_pipeline() {
+    let (screen_base, screen_fake) = serve(vec![]).await;
+    screen_fake
+        .by_content
+        .lock()
+        .unwrap()
+        .push(("pending call".to_owned(), ok(openai_logprobs("B", &[("B", 0.9), ("A", 0.1)]))));
+    let cut = anthropic_message(json!([{ "type": "text", "text": "{\"verdict\": \"allow\"}" }]), "max_tokens", 1024);
+    let refused = anthropic_message(json!([]), "refusal", 0);
+    let (review_base, _) = serve(vec![ok(cut), ok(refused)]).await;
+    unsafe { std::env::set_var("PERMIT_TEST_ANTHROPIC_KEY", "sk-ant-test-secret") };
+    let config = permit::config::Config::from_toml_str(
+        "closed.toml",
+        &format!(
+            r#"
+[screen]
+allow_threshold_percent = 95
+[screen.model]
+backend = "openai"
+base_url = "{screen_base}/v1"
+model = "judge"
+
+[review]
+on_error = "ask"
+[review.model]
+backend = "anthropic"
+base_url = "{review_base}"
+model = "claude-test"
+api_key_env = "PERMIT_TEST_ANTHROPIC_KEY"
+"#
+        ),
+    )
+    .unwrap();
+    let engine = permit::engine::Engine::new(config).unwrap();
+    let request = permit::request::DecideRequest::from_json(
+        r#"{"session_id": "closed", "cwd": "/workspace", "transcript": [{"type": "user", "text": "clean up"}],
+            "pending": [{"id": "a", "name": "Bash", "input": {"command": "rm -rf build"}}]}"#,
+    )
+    .unwrap();
+    for kind in ["truncated", "refused"] {
+        let record = engine.records(&request).await.remove(0);
+        assert_eq!(record.decision.decision.as_str(), "ask", "{kind}");
+        assert_eq!(record.decision.reason_code.as_deref(), Some("review_error"), "{kind}");
+        assert_eq!(record.review.as_ref().unwrap().error_kind.as_deref(), Some(kind));
+        assert!(
+            record.decision.reason.as_deref().unwrap().contains(&format!("({kind})")),
+            "{:?}",
+            record.decision.reason
+        );
+    }
+
+    let (text_base, _) = serve(vec![ok(openai_cut_off(Some("{\"screen\": \"allow\"}"), 1024, 0))]).await;
+    let config = permit::config::Config::from_toml_str(
+        "screen.toml",
+        &format!(
+            "[screen]\nallow_threshold_percent = 95\n[screen.model]\nbackend = \"openai\"\nbase_url = \"{text_base}/v1\"\nmodel = \"judge\"\nstyle = \"text\"\n"
+        ),
+    )
+    .unwrap();
+    let record = permit::engine::Engine::new(config).unwrap().records(&request).await.remove(0);
+    assert_eq!(record.decision.decision.as_str(), "ask");
+    assert_eq!(record.decision.reason_code.as_deref(), Some("screen_error"));
+    assert_eq!(record.screen.as_ref().unwrap().error_kind.as_deref(), Some("truncated"));
+}
+
+/// Settings the API would refuse on every call are refused when the config loads, naming the
+/// field and saying what would work.
+#[test]
+fn provider_settings_the_api_would_refuse_are_config_errors() {
+    let anthropic = |extra: &str| {
+        permit::config::Config::from_toml_str(
+            "bad.toml",
+            &format!("[review.model]\nbackend = \"anthropic\"\nmodel = \"claude-test\"\n{extra}\n"),
+        )
+        .map(|_| ())
+        .map_err(|error| error.to_string())
+    };
+    let openai = |extra: &str| {
+        permit::config::Config::from_toml_str(
+            "bad.toml",
+            &format!("[review.model]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\nstyle = \"text\"\n{extra}\n"),
+        )
+        .map(|_| ())
+        .map_err(|error| error.to_string())
+    };
+    let cases: Vec<(Result<(), String>, &str)> = vec![
+        (
+            anthropic("max_tokens = 2048\nthinking = { type = \"enabled\", budget_tokens = 2048 }"),
+            "`review.model.thinking.budget_tokens` (2048) must be less than `review.model.max_tokens` (2048): the answer needs tokens after the thinking, e.g. max_tokens = 4096 with budget_tokens = 2048",
+        ),
+        (
+            anthropic("thinking = { type = \"enabled\", budget_tokens = 8000 }"),
+            "`review.model.thinking.budget_tokens` (8000) must be less than `review.model.max_tokens` (4096)",
+        ),
+        (
+            anthropic("thinking = { type = \"enabled\", budget_tokens = 512 }"),
+            "`review.model.thinking.budget_tokens` must be at least 1024, got 512",
+        ),
+        (
+            anthropic("temperature = 0.0\nthinking = { type = \"adaptive\" }"),
+            "`review.model`: `thinking` cannot be combined with `temperature` or `top_k`",
+        ),
+        (
+            anthropic("top_p = 0.5\nthinking = { type = \"adaptive\" }"),
+            "`review.model.top_p` must be within 0.95..=1 with `thinking`, got 0.5",
+        ),
+        (anthropic("temperature = 0.0\ntop_p = 0.9"), "`review.model`: set `temperature` or `top_p`, not both"),
+        (anthropic("temperature = 1.5"), "`review.model.temperature` must be within 0..=1, got 1.5"),
+        (anthropic("top_k = 0"), "`review.model.top_k` must be at least 1"),
+        (
+            anthropic("thinking = { type = \"sometimes\" }"),
+            "unknown variant `sometimes`, expected one of `enabled`, `adaptive`, `disabled`",
+        ),
+        (anthropic("thinking = { type = \"adaptive\", budget_tokens = 2048 }"), "unknown field `budget_tokens`"),
+        (anthropic("effort = \"extreme\""), "unknown variant `extreme`"),
+        (
+            openai("reasoning_effort = \"low\""),
+            "`review.model.reasoning_effort` `low` is sent only to reasoning models: add `reasoning_model = true`",
+        ),
+        (openai("reasoning_model = true\nreasoning_effort = \"huge\""), "unknown variant `huge`"),
+    ];
+    for (result, expected) in cases {
+        let error = result.expect_err(expected);
+        assert!(error.contains(expected), "expected `{expected}` in: {error}");
+    }
+    for good in [
+        "thinking = { type = \"enabled\", budget_tokens = 2048 }",
+        "max_tokens = 16000\nthinking = { type = \"enabled\", budget_tokens = 10000, display = \"omitted\" }",
+        "thinking = { type = \"adaptive\" }\neffort = \"medium\"\ntop_p = 0.95",
+        "thinking = { type = \"disabled\" }\ntemperature = 0.0",
+        "effort = \"max\"",
+    ] {
+        assert_eq!(anthropic(good), Ok(()), "{good}");
+    }
+    assert_eq!(openai("reasoning_model = true\nreasoning_effort = \"none\""), Ok(()));
 }

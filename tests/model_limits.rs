@@ -156,8 +156,9 @@ fn backend(base_url: &str) -> Arc<dyn DecisionModel> {
         min_label_mass: 0.5,
         top_logprobs: 20,
         reasoning_model: false,
+        reasoning_effort: None,
         token_limit_field: TokenLimitField::MaxTokens,
-        max_tokens: 512,
+        max_tokens: Some(512),
         response_format: false,
         http: HttpSettings { initial_backoff_ms: 10, max_backoff_ms: 50, ..HttpSettings::default() },
     })
@@ -256,8 +257,9 @@ async fn a_cap_can_be_set_per_model() {
         min_label_mass: 0.5,
         top_logprobs: 20,
         reasoning_model: false,
+        reasoning_effort: None,
         token_limit_field: TokenLimitField::MaxTokens,
-        max_tokens: 512,
+        max_tokens: Some(512),
         response_format: false,
         http: HttpSettings { max_response_bytes: 4 * 1024, ..HttpSettings::default() },
     })

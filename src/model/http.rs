@@ -15,6 +15,8 @@
 //! Built on reqwest rather than async-openai's client: permit's retry rules need the HTTP status
 //! and the `Retry-After` header of every failed attempt, which async-openai's error type does
 //! not carry, and async-openai retries 429s on its own schedule, which would break the deadline.
+//! Responses are read with each backend's own lenient types (see `openai.rs`): compatible
+//! servers deviate from OpenAI's schema in ways strict generated types would refuse.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};

@@ -116,6 +116,14 @@ pub enum ModelError {
     /// until the stage's time ran out, so the model was never asked.
     #[error("no model slot became free within {0} ms")]
     Busy(u64),
+    /// The provider stopped the answer at its token limit (`finish_reason` `length`,
+    /// `stop_reason` `max_tokens`): whatever text came back is not the model's final answer.
+    #[error("the model's answer was cut off: {0}")]
+    Truncated(String),
+    /// The provider or the model declined to answer (`stop_reason` `refusal`, `finish_reason`
+    /// `content_filter`, a `refusal` message).
+    #[error("the model refused to answer: {0}")]
+    Refused(String),
 }
 
 impl ModelError {
@@ -137,6 +145,8 @@ impl ModelError {
             ModelError::Unavailable(..) => "unavailable",
             ModelError::ResponseTooLarge(_) => "response_too_large",
             ModelError::Busy(_) => Self::BUSY_KIND,
+            ModelError::Truncated(_) => "truncated",
+            ModelError::Refused(_) => "refused",
         }
     }
 }
@@ -235,8 +245,9 @@ pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, 
             min_label_mass,
             top_logprobs,
             reasoning_model,
+            reasoning_effort,
             token_limit_field,
-            max_tokens,
+            max_tokens: _,
             response_format,
             http,
         } => {
@@ -252,16 +263,40 @@ pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, 
                 min_label_mass: *min_label_mass,
                 top_logprobs: *top_logprobs,
                 reasoning_model: *reasoning_model,
+                reasoning_effort: *reasoning_effort,
                 token_limit_field: *token_limit_field,
-                max_tokens: *max_tokens,
+                max_tokens: config.effective_max_tokens(),
                 response_format: *response_format,
                 http: *http,
             })?;
             Ok(std::sync::Arc::new(backend))
         }
-        ModelConfig::Anthropic { base_url, model, api_key_env, max_tokens, headers, http } => {
-            let backend =
-                anthropic::AnthropicBackend::new(base_url, model, api_key(api_key_env)?, *max_tokens, headers, *http)?;
+        ModelConfig::Anthropic {
+            base_url,
+            model,
+            api_key_env,
+            max_tokens: _,
+            temperature,
+            top_p,
+            top_k,
+            thinking,
+            effort,
+            headers,
+            http,
+        } => {
+            let backend = anthropic::AnthropicBackend::new(anthropic::AnthropicSettings {
+                base_url: base_url.clone(),
+                model: model.clone(),
+                api_key: api_key(api_key_env)?,
+                max_tokens: config.effective_max_tokens(),
+                temperature: *temperature,
+                top_p: *top_p,
+                top_k: *top_k,
+                thinking: *thinking,
+                effort: *effort,
+                headers: headers.clone(),
+                http: *http,
+            })?;
             Ok(std::sync::Arc::new(backend))
         }
         ModelConfig::Local { path, threads, max_new_tokens, style, weights, prefix_cache_mib } => {

@@ -3,11 +3,18 @@
 //!
 //! Decision style asks for one token with `logprobs`/`top_logprobs` and reads P(option) from
 //! them (screens); text style asks for the closing JSON line, after reasoning for reviews.
+//!
+//! The prompt is a system message and ONE user message of two text parts, the transcript first
+//! and the question second: chat templates that require alternating roles (Mistral's, Gemma's
+//! on vLLM) reject two user messages in a row, and the transcript staying the first part keeps
+//! the prefix that providers cache byte-identical across every decision of a session.
+//!
 //! Responses are read with lenient types because real servers deviate from OpenAI's schema:
 //! `object` missing, `finish_reason` values such as `eos`, `top_logprobs` absent (Ollama) or
-//! `null` (LiteLLM), `content` null. What cannot be read is an error (fail closed), never a
-//! guess. The API key comes from the environment variable the config names and never appears in
-//! an error.
+//! `null` (LiteLLM), `content` null. A text-style `finish_reason` of `length` is `truncated`
+//! (a cut-off answer is never parsed for a verdict), and `content_filter` or a `refusal`
+//! message is `refused`. What cannot be read is an error (fail closed), never a guess. The API
+//! key comes from the environment variable the config names and never appears in an error.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +22,7 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::config::{HttpSettings, ModelStyle, TokenLimitField};
+use crate::config::{HttpSettings, ModelStyle, ReasoningEffort, TokenLimitField};
 use crate::model::answer;
 use crate::model::http::HttpCaller;
 use crate::model::{BoxFuture, DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage};
@@ -31,6 +38,7 @@ pub struct OpenAiSettings {
     pub min_label_mass: f64,
     pub top_logprobs: u8,
     pub reasoning_model: bool,
+    pub reasoning_effort: Option<ReasoningEffort>,
     pub token_limit_field: TokenLimitField,
     pub max_tokens: u32,
     pub response_format: bool,
@@ -58,12 +66,17 @@ struct ChatChoice {
     message: Option<ChatMessage>,
     #[serde(default)]
     logprobs: Option<ChoiceLogprobs>,
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct ChatMessage {
     #[serde(default)]
     content: Option<String>,
+    /// OpenAI's refusal text, set instead of `content` when the model declines.
+    #[serde(default)]
+    refusal: Option<String>,
     /// vLLM and llama.cpp put a reasoning model's thinking here.
     #[serde(default)]
     reasoning_content: Option<String>,
@@ -97,6 +110,14 @@ struct ChatUsage {
     completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Deserialize)]
+struct CompletionTokensDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -158,8 +179,10 @@ impl OpenAiBackend {
             "model": settings.model,
             "messages": [
                 { "role": "system", "content": request.system },
-                { "role": "user", "content": request.transcript },
-                { "role": "user", "content": format!("{}{contract}", request.question_block) },
+                { "role": "user", "content": [
+                    { "type": "text", "text": request.transcript },
+                    { "type": "text", "text": format!("{}{contract}", request.question_block) },
+                ] },
             ],
         });
         let limit_field =
@@ -172,6 +195,9 @@ impl OpenAiBackend {
         }
         if !settings.reasoning_model {
             body["temperature"] = json!(0);
+        }
+        if let (true, Some(effort)) = (settings.reasoning_model, settings.reasoning_effort) {
+            body["reasoning_effort"] = json!(effort.as_str());
         }
         if settings.style == ModelStyle::Decision {
             body["logprobs"] = json!(true);
@@ -191,6 +217,11 @@ impl OpenAiBackend {
         let bytes = self.caller.post_json(&self.url, self.headers.clone(), &body, request.deadline).await?;
         let response: ChatResponse = serde_json::from_slice(&bytes)
             .map_err(|error| ModelError::Malformed(format!("the response is not a chat completion: {error}")))?;
+        let reasoning_tokens = response
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.completion_tokens_details.as_ref())
+            .and_then(|details| details.reasoning_tokens);
         let usage = response.usage.map_or_else(Usage::default, |usage| Usage {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
@@ -199,6 +230,7 @@ impl OpenAiBackend {
         let Some(choice) = response.choices.into_iter().next() else {
             return Err(ModelError::Malformed("the response has no choices".to_owned()));
         };
+        self.check_finish(&choice, usage.completion_tokens, reasoning_tokens)?;
         match self.settings.style {
             ModelStyle::Decision => {
                 let first = choice
@@ -230,6 +262,49 @@ impl OpenAiBackend {
                 };
                 Ok(ModelAnswer { choices, reasoning, usage })
             }
+        }
+    }
+
+    /// Turns a finish that is not a complete answer into its error. Decision style asks for one
+    /// token, so its `length` finish is the expected one; in text style `length` means the
+    /// answer line may never have been written. `stop`, `eos`, absent and unknown values go on
+    /// to the strict parsers.
+    fn check_finish(
+        &self,
+        choice: &ChatChoice,
+        completion_tokens: Option<u64>,
+        reasoning_tokens: Option<u64>,
+    ) -> Result<(), ModelError> {
+        if let Some(refusal) = choice.message.as_ref().and_then(|message| message.refusal.as_deref())
+            && !refusal.trim().is_empty()
+        {
+            // Model text, so quoted and cut short like an error body.
+            let snippet: String = refusal.chars().take(200).collect();
+            return Err(ModelError::Refused(format!("the model's refusal: `{}`", snippet.trim())));
+        }
+        match choice.finish_reason.as_deref() {
+            Some("content_filter") => Err(ModelError::Refused(
+                "`finish_reason` `content_filter`: the provider's filter withheld the answer".to_owned(),
+            )),
+            Some("length") if self.settings.style == ModelStyle::Text => {
+                let used = match (completion_tokens, reasoning_tokens) {
+                    (Some(all), Some(reasoning)) => {
+                        format!(" ({all} completion tokens, {reasoning} of them reasoning)")
+                    }
+                    (Some(all), None) => format!(" ({all} completion tokens)"),
+                    _ => String::new(),
+                };
+                let advice = if self.settings.reasoning_model {
+                    "raise `max_tokens` (reasoning counts towards it) or lower `reasoning_effort`"
+                } else {
+                    "raise `max_tokens`"
+                };
+                Err(ModelError::Truncated(format!(
+                    "`finish_reason` `length` at the limit of {} tokens{used}; {advice}",
+                    self.settings.max_tokens
+                )))
+            }
+            _ => Ok(()),
         }
     }
 }
