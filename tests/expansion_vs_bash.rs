@@ -630,16 +630,29 @@ fn word() -> impl Strategy<Value = String> {
 }
 
 /// Whether zsh, many hosts' shell, would read some word of `source` otherwise than bash: an
-/// empty brace member (zsh keeps the empty word), a literal `{x}` (`braceccl`) or a leading
-/// `=` (`=cmd` is a program's path).
+/// empty brace member (zsh keeps the empty word), a literal `{x}` (`braceccl`), a leading
+/// `=` (`=cmd` is a program's path), or a sequence with an increment or a `+`/`-0` end.
 fn zsh_reads_otherwise(source: &str) -> bool {
     let differs = |word: &str| {
-        brace_expand_keeping_empty(word).is_ok_and(|words| {
-            words.iter().any(|word| word.is_empty() || has_literal_brace_group(word) || word.starts_with('='))
-        })
+        zsh_sequence_differs(word)
+            || brace_expand_keeping_empty(word).is_ok_and(|words| {
+                words.iter().any(|word| word.is_empty() || has_literal_brace_group(word) || word.starts_with('='))
+            })
     };
     // `source` is one generated word, or a command line of plain words.
     differs(source) || source.split(' ').any(differs)
+}
+
+/// Whether some `{…}` in `word` is a sequence zsh reads otherwise than bash: `{1..5..2}`
+/// (zsh takes the increment's sign as the order, or leaves letters alone), `{+1..3}` (literal
+/// to zsh) or `{-0..2}` (zsh pads to `00`).
+fn zsh_sequence_differs(word: &str) -> bool {
+    word.split('{').skip(1).any(|rest| {
+        let inner = rest.split('}').next().unwrap_or("");
+        let parts: Vec<&str> = inner.split("..").collect();
+        parts.len() == 3
+            || (parts.len() == 2 && parts.iter().any(|part| part.starts_with('+') || part.starts_with("-0")))
+    })
 }
 
 /// Every generated word the gate claims to know expands to exactly bash's words, and the gate

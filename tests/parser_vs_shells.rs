@@ -54,12 +54,30 @@
 //! refuses most exotic lines; it must allow at least `MIN_GENERATED_ALLOWED_SHARE` of the
 //! generated lines and `MIN_CORPUS_ALLOWED` corpus lines, so the test is never vacuous.
 //!
+//! **zsh lines.** Then `ZSH_LINE_CASES` lines from a second grammar ([`zsh_line`]) that mixes
+//! into the same commands what zsh expands or parses otherwise than bash: parameter flags
+//! (`${(e)…}`, `${(P)…}`, `$=x`, `$~x`, `$^x`, `$+x`, `$#x`, `${+x}`), modifiers (`$PWD:h`,
+//! `${x:s/a/b/}`, `:gs`, `:q`, `:A`…), zsh's operators and nesting (`${x:#pat}`, `${x::=a}`,
+//! `${${x}}`, `${:-…}`, `${#x:-…}`), glob qualifiers (`*(.)`, `*(e:'cmd':)`, `*(+cmd)`), numeric
+//! ranges (`<1-3>`), extendedglob's `^`, `~`, `#`, `=cmd` and `=(…)`, `~+`, `~-`, `~user`,
+//! history `!` forms, brace ranges (`{a..c..2}`, `{1..5..-2}`, zsh's `{a-c}`), zsh arithmetic,
+//! `$'…'` escapes the shells read apart (`\M-a`, `\cA`, `\u{41}`), `}` in odd places, null
+//! commands (a redirection alone: zsh runs `$NULLCMD`/`$READNULLCMD`), `;|` and `case … { }`,
+//! `&|`, `&!`, `>!`, `<>`, `{fd}>`, `repeat`, `foreach`, `function` forms, short forms (`if
+//! [[ x ]] { ls }`, `for x (a b) ls`), anonymous functions (`() { ls }`), `always` and `setopt`.
+//! Here variables do appear (unset ones, and `PWD`, `HOME`, `OLDPWD`; never in an assignment
+//! the gate would have to trust), and `cd` takes zsh's forms (`cd OLD NEW`, `cd -1`). The gate
+//! must allow at least `MIN_ZSH_ALLOWED_SHARE` of these lines.
+//!
 //! Run with `--nocapture` to see the counts. Without zsh the test fails: install it (CI does).
 //! Knobs: `PARSER_VS_SHELLS_CASES=N` generates N lines; `PARSER_VS_SHELLS_ALL=1` runs every
 //! generated line and lists every mismatch instead of stopping at the first and shrinking it;
 //! `PARSER_VS_SHELLS_VERBOSE=1` prints each line with the gate's answer;
 //! `PARSER_VS_SHELLS_LINE='…' cargo test --test parser_vs_shells explain -- --nocapture` shows
-//! the gate's parts for one line and what each shell ran.
+//! the gate's parts for one line and what each shell ran. `PROPTEST_RNG_SEED=N` fixes the
+//! generated lines (each run draws new ones otherwise); for a big run of the zsh grammar:
+//! `PARSER_VS_SHELLS_CASES=5000 PARSER_VS_SHELLS_ALL=1 PROPTEST_RNG_SEED=1 cargo test --test
+//! parser_vs_shells generated_zsh -- --nocapture`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
 
@@ -87,6 +105,11 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// Generated lines, one per proptest case (`PARSER_VS_SHELLS_CASES` overrides).
 const LINE_CASES: u32 = 500;
+/// Lines of the zsh grammar, one per proptest case (`PARSER_VS_SHELLS_CASES` overrides).
+const ZSH_LINE_CASES: u32 = 1000;
+/// The gate must allow at least this share of the zsh grammar's lines (about 11% in practice:
+/// it refuses most of zsh's syntax, as it should; a run of 1000 lines varies by about 1 point).
+const MIN_ZSH_ALLOWED_SHARE: f64 = 0.05;
 /// The gate must allow at least this share of the generated lines (about 29% in practice; a
 /// run of 500 lines varies by about 2 points), so the comparison is never vacuous ...
 const MIN_GENERATED_ALLOWED_SHARE: f64 = 0.20;
@@ -656,7 +679,9 @@ fn compare(sandbox: &Sandbox, gates: &Gates, line: &str) -> Tally {
 fn program_names<'a>(lines: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
     let mut names: BTreeSet<String> =
         SAFE_COMMANDS.iter().flat_map(|entry| entry.programs.iter().map(|name| (*name).to_owned())).collect();
-    names.extend(["git", "find"].map(str::to_owned));
+    // `pager` and `more`: what zsh runs for a redirection without a command (`< file`, its
+    // `READNULLCMD`), and `cat` for `> file` (`NULLCMD`) is on the table.
+    names.extend(["git", "find", "pager", "more", "less"].map(str::to_owned));
     for line in lines {
         for part in analyze(line, Some("/workspace"), "/home/dev").parts {
             if let Some(program) = part.argv.first() {
@@ -810,6 +835,28 @@ const CORNERS: &[&str] = &[
     // DIVERGENCE: zsh ends a `{ }` group at a `}` word after a command (`{ ls x }`), so it runs
     // `ls x` where bash and the gate read `ls x }`.
     "{ if ls x }\nthen ls; fi; }",
+    // DIVERGENCE (found by the zsh grammar; closed): a redirection without a command runs
+    // nothing in bash (the gate's empty part) but `$NULLCMD` (`cat`) in zsh, or `$READNULLCMD`
+    // (`pager` on Debian, `more` upstream) for a lone `<`: `< file` shows the file.
+    "> out.txt",
+    "< in.txt",
+    "<<< x",
+    "ls; 2>&1",
+    // DIVERGENCE (found by the zsh grammar; closed): brace ranges zsh expands otherwise than bash
+    // (the gate follows bash): a step on letters or with a sign, or a zero step, is left as text
+    // by zsh; a negative step reverses zsh's order (`cp {1..3..-1}` copies other files); `-0`
+    // pads zsh's numbers.
+    "ls {a..c..2}",
+    "ls {1..2..0}",
+    "ls {1..5..-2}",
+    "ls {3..1..-1}",
+    "ls {+1..3}",
+    "ls {-0..1}",
+    // DIVERGENCE (found by the zsh grammar; closed): `${#NAME` with an operator in double quotes
+    // is a bad substitution to bash (it runs nothing) and literal text to the gate, but zsh
+    // expands it (the length of the result): zsh runs `ls 1`.
+    "ls \"${#y:-a}\"",
+    "ls \"${#PWD:+a}\"",
     "echo $((1+2))",
     "f() { ls; }; f",
     "command ls",
@@ -995,6 +1042,13 @@ fn redirection() -> BoxedStrategy<String> {
 
 /// A simple command of a program that can be stubbed, with its arguments and redirections.
 fn simple() -> BoxedStrategy<String> {
+    simple_of(word(), false)
+}
+
+/// A simple command whose arguments come from `word`; with `zsh`, the program is sometimes
+/// written the ways zsh expands in command position (`=ls`, `{ls,-l}`, `${:-ls}`) and the
+/// redirections include zsh's (targets with zsh expansions, here-strings of them).
+fn simple_of(word: BoxedStrategy<String>, zsh: bool) -> BoxedStrategy<String> {
     // Programs taking any words (texts, files read, names), and programs taking none.
     let with_words = pick(&[
         "echo",
@@ -1037,6 +1091,7 @@ fn simple() -> BoxedStrategy<String> {
         "true",
         "false",
     ]);
+    let with_words = if zsh { prop_oneof![30 => with_words, 1 => zsh_program()].boxed() } else { with_words };
     let without_words = pick(&[
         "pwd",
         "date",
@@ -1055,11 +1110,12 @@ fn simple() -> BoxedStrategy<String> {
         "tr a b",
     ]);
     let program = prop_oneof![
-        6 => (with_words, prop::collection::vec(word(), 0..3)),
+        6 => (with_words, prop::collection::vec(word, 0..3)),
         1 => (without_words, Just(Vec::new())),
     ];
     let environment = pick(&["", "", "", "", "", "", "LC_ALL=C ", "TZ=UTC ", "NO_COLOR=1 ", "CI=1 DEBUG=1 "]);
-    (environment, program, prop::option::weighted(0.3, redirection()), prop::bool::weighted(0.1))
+    let redirection = if zsh { prop_oneof![3 => redirection(), 1 => zsh_redirection()].boxed() } else { redirection() };
+    (environment, program, prop::option::weighted(0.3, redirection), prop::bool::weighted(0.1))
         .prop_map(|(environment, (program, words), redirection, redirection_first)| {
             let mut line = String::new();
             let mut redirections = redirection.into_iter();
@@ -1087,7 +1143,12 @@ fn simple() -> BoxedStrategy<String> {
 
 /// Simple commands joined by `|` or `|&`.
 fn pipeline() -> BoxedStrategy<String> {
-    (simple(), prop::collection::vec((pick(&[" | ", "|", " |& ", " |\n"]), simple()), 0..2))
+    pipeline_of(simple())
+}
+
+/// Commands from `simple` joined by `|` or `|&`.
+fn pipeline_of(simple: BoxedStrategy<String>) -> BoxedStrategy<String> {
+    (simple.clone(), prop::collection::vec((pick(&[" | ", "|", " |& ", " |\n"]), simple), 0..2))
         .prop_map(|(first, rest)| rest.into_iter().fold(first, |line, (pipe, next)| line + &pipe + &next))
         .boxed()
 }
@@ -1267,13 +1328,642 @@ fn line() -> BoxedStrategy<String> {
     (prefix, list(command()), suffix).prop_map(|(prefix, list, suffix)| format!("{prefix}{list}{suffix}")).boxed()
 }
 
+// ---------------------------------------------------------------------------------------------
+// generated lines with zsh's expansions and syntax
+
+/// A parameter expansion written the ways zsh reads otherwise than bash: flags before the name
+/// (`$=x`, `${(e)x}`, `${+x}`), history-style modifiers (`$PWD:h`, `${x:s/a/b/}`), zsh's
+/// operators (`${x:#pat}`, `${x::=a}`), nesting (`${${x}}`, `${:-…}`), subscripts on unbraced
+/// names (`$PWD[1]`), and bash's own forms zsh does not know (`${x^^}`, `${x@Q}`), bare or in
+/// double quotes. The names are unset (`x`, `y`) or hold paths (`PWD`, `HOME`, `OLDPWD`), and
+/// printable ones, the only ones the gate lets through.
+fn parameter() -> BoxedStrategy<String> {
+    let name = pick(&["PWD", "PWD", "HOME", "HOME", "OLDPWD", "x", "y", "1", "PATH", "USER"]);
+    let unbraced_flag = pick(&["", "", "", "", "=", "~", "^", "+", "#", "^^", "=~"]);
+    let unbraced_modifier = pick(&[
+        "",
+        "",
+        "",
+        ":h",
+        ":t",
+        ":r",
+        ":e",
+        ":a",
+        ":A",
+        ":c",
+        ":s/a/b/",
+        ":gs/a/b/",
+        ":s/ws/sub/",
+        ":q",
+        ":Q",
+        ":l",
+        ":u",
+        ":P",
+        ":h:h",
+        ":t:r",
+        ":&",
+        ":x",
+        ":s/a/b",
+        ":s:a:b:",
+        ":gs/s/x",
+        ":-x",
+        ":+x",
+        "[1]",
+        "[1,3]",
+        "[-1]",
+        "[(r)*]",
+        "[(i)s]",
+        "[2]:h",
+        ":h[1]",
+        "[$(ls q)]",
+    ]);
+    let unbraced = (unbraced_flag, name.clone(), unbraced_modifier)
+        .prop_map(|(flag, name, modifier)| format!("${flag}{name}{modifier}"))
+        .boxed();
+    let flags = pick(&[
+        "",
+        "",
+        "",
+        "",
+        "(e)",
+        "(P)",
+        "(f)",
+        "(F)",
+        "(s: :)",
+        "(s:/:)",
+        "(j:,:)",
+        "(q)",
+        "(qq)",
+        "(q-)",
+        "(Q)",
+        "(z)",
+        "(U)",
+        "(L)",
+        "(C)",
+        "(o)",
+        "(O)",
+        "(k)",
+        "(v)",
+        "(%)",
+        "(%%)",
+        "(@)",
+        "(A)",
+        "(t)",
+        "(V)",
+        "(w)",
+        "(c)",
+        "(u)",
+        "(b)",
+        "(g::)",
+        "(S)",
+        "(X)",
+        "(~)",
+        "(=)",
+        "(#)",
+        "(n)",
+        "(i)",
+        "(a)",
+        "(l:5:)",
+        "(r:5::x:)",
+        "(p)",
+        "(Pe)",
+        "(ee)",
+        "(e@)",
+        "(D)",
+        "(Z+c+)",
+        "(*)",
+        "(!)",
+        "(0)",
+        "(B)",
+        "(E)",
+        "(M)",
+        "(N)",
+        "(R)",
+        "(I:1:)",
+        "(m)",
+        "(@s:/:)",
+        "(s.x.)",
+        "(e)(P)",
+    ]);
+    let prefix = pick(&["", "", "", "", "", "=", "~", "^", "+", "#", "!", "==", "~~", "^^"]);
+    let inner = prop_oneof![
+        8 => name,
+        1 => pick(&["", "${PWD}", "${HOME:h}", "${(e)PWD}", "$PWD", "\"$PWD\"", "$(ls q)", "\"$(ls q)\"", "${x:-ls}", "${${PWD}}", "${:-ls q}"]),
+    ];
+    let operator = pick(&[
+        "",
+        "",
+        "",
+        "",
+        "",
+        ":-a",
+        "-a",
+        ":=a",
+        "::=a",
+        ":+a",
+        "+a",
+        ":#a*",
+        ":#*",
+        "#a",
+        "##*/",
+        "%/*",
+        "%%s*",
+        "/a/b",
+        "//s/x",
+        ":/a/b",
+        "/#/x",
+        "/%/x",
+        ":1",
+        ":0:1",
+        ":-1",
+        ": -1",
+        ":h",
+        ":t",
+        ":r",
+        ":e",
+        ":a",
+        ":A",
+        ":c",
+        ":t:r",
+        ":h:h",
+        ":s/a/b/",
+        ":gs/s/x/",
+        ":q",
+        ":Q",
+        ":l",
+        ":u",
+        ":P",
+        "^^",
+        "^",
+        ",,",
+        "~",
+        "@Q",
+        "@U",
+        "@P",
+        "[1]",
+        "[(r)*]",
+        "[1,2]",
+        "[-1]",
+        ":-ls q",
+        ":-$(ls q)",
+        ":-\"$(ls q)\"",
+        ":?",
+        ":|y",
+        ":*y",
+        ":^y",
+        ":-${(e)PWD}",
+        ":-=ls",
+        ":-~root",
+        ":-*(e:ls q:)",
+    ]);
+    let braced = (flags, prefix, inner, operator)
+        .prop_map(|(flags, prefix, inner, operator)| format!("${{{flags}{prefix}{inner}{operator}}}"))
+        .boxed();
+    let special = pick(&[
+        "$#",
+        "$#PWD",
+        "${#PWD}",
+        "$+PWD",
+        "${+PWD}",
+        "${+x}",
+        "$@",
+        "$*",
+        "${@}",
+        "$-",
+        "$$",
+        "$?",
+        "$!",
+        "$_",
+        "$0x",
+        "$#-",
+        "$#*",
+        "$=",
+        "$~",
+        "$^",
+        "$:h",
+        "${}",
+        "${ }",
+        "${=}",
+        "${:-}",
+        "${(e):-}",
+        "${(%):-%~}",
+        "${(%):-%n}",
+        "${PWD}:h",
+        "${PWD}[1]",
+        "$PWD:",
+        "$PWD::h",
+        "$PWD:hx",
+        "$PWD[",
+        "${PWD",
+        "$(( #PWD ))",
+        "${PWD:-}}",
+        "$path",
+        "$path[1]",
+        "$commands[ls]",
+        "${commands[ls]}",
+        "$funcstack",
+        "$ZSH_VERSION",
+        "$BASH_VERSION",
+        "$options[glob]",
+    ]);
+    let parameter = prop_oneof![4 => unbraced, 6 => braced, 2 => special].boxed();
+    (parameter, pick(&["", "", "\"", "\"", "\"", "x", "a/"]), pick(&["", "", "\"", "\"", "\"", "x", "/b", ".txt"]))
+        .prop_map(|(parameter, before, after)| match (before.as_str(), after.as_str()) {
+            ("\"", "\"") => format!("\"{parameter}\""),
+            ("\"", _) => format!("\"{parameter}{after}\""),
+            (_, "\"") => format!("\"{before}{parameter}\""),
+            _ => format!("{before}{parameter}{after}"),
+        })
+        .boxed()
+}
+
+/// A file-name generation zsh reads otherwise than bash: glob qualifiers (some run code:
+/// `*(e:…:)`, `*(+cmd)`), numeric ranges, extendedglob's `^`, `~`, `#`, ksh-style groups,
+/// `**/`, and qualifier-like parentheses after plain names.
+fn zsh_glob() -> BoxedStrategy<String> {
+    pick(&[
+        "*(.)",
+        "*(/)",
+        "*(N)",
+        "*(.N)",
+        "in*(N)",
+        "x*(N)",
+        "*(e:'ls q':)",
+        "*(e:ls:)",
+        "in*(e:ls:)",
+        "*(e['ls q'])",
+        "*(e{ls q})",
+        "*(e<ls q>)",
+        "*(e+ls+)",
+        "*(+ls)",
+        "in*(+ls)",
+        "*(+x)",
+        "*(#q.)",
+        "*(#qe:ls:)",
+        "(#i)IN.txt",
+        "*(:h)",
+        "*(:t)",
+        "*(oN)",
+        "*(om[1])",
+        "*(Y1)",
+        "*(P:x:)",
+        "*(^/)",
+        "*(-.)",
+        "*(@)",
+        "*(L0)",
+        "*(mh-1)",
+        "*(u0)",
+        "in.txt(:r)",
+        "in.txt(e:ls:)",
+        "*.txt(.)",
+        "**/in.txt",
+        "***/in.txt",
+        "**/*(e:ls:)",
+        "^in.txt",
+        "^x",
+        "in.txt~x",
+        "*~in.txt",
+        "x#",
+        "in##.txt",
+        "i#n.txt",
+        "(in|sub)",
+        "(in|sub).txt",
+        "(in).txt",
+        "in(|.txt)",
+        "<1-3>",
+        "<->",
+        "in<->.txt",
+        "x<1-9>",
+        "<1-3>.txt",
+        "<-9>",
+        "<1->",
+        "[[:alpha:]]*",
+        "[^a]*",
+        "[!a]*",
+        "?(a)",
+        "@(in|x).txt",
+        "!(x)",
+        "!(in.txt)",
+        "+(a)",
+        "*(in)",
+        "in.t?t",
+        "(#b)(in).txt",
+        "(#s)in*",
+        "*(e:'[[ -n x ]]':)",
+        "sub/*(e:ls:)",
+        "*(Dom)",
+        "*(n)",
+        "x(y)",
+        "x()",
+        "x(",
+        "*(",
+        "(",
+        "()",
+        "(ls)",
+        "(ls q)",
+    ])
+}
+
+/// Expansions of zsh's besides parameters and globs: `=cmd` and `=(…)`, named and stacked
+/// directories (`~+`, `~-`, `~root`, `~1`), history (`!!`, `^a^b`, off in scripts), brace
+/// ranges and zsh's `{a-c}` (braceccl), arithmetic with zsh's syntax, `$'…'` escapes the two
+/// shells read apart, and odd `{`, `}`.
+fn zsh_other() -> BoxedStrategy<String> {
+    prop_oneof![
+        2 => pick(&[
+            "=ls", "=cat", "=echo", "=x", "==ls", "a=ls", "x==ls", "--x==ls", "=(ls q)", "=(echo a)", "=()", "x=(a b)",
+            "=ls:h", "=ls(:h)", "\\=ls", "'='ls", "\"=ls\"",
+        ]),
+        2 => pick(&[
+            "~+", "~-", "~+/x", "~-/x", "~0", "~+0", "~-0", "~1", "~+1", "~root", "~nobody", "~root/x", "~x", "a=~root",
+            "x:~/y", "a=~:~", "--x=~", "~[x]", "~[ls q]", "\"~\"", "~~", "~/", "a~b", "~#", "~=",
+        ]),
+        1 => pick(&["!!", "!ls", "!$", "!#", "!-1", "!?x?", "^a^b", "!:0", "\\!", "!*", "!%", "!{ls}", "x!!", "!\"\""]),
+        3 => pick(&[
+            "{a..c}", "{1..3}", "{a-c}", "{1-3}", "{1..5..2}", "{01..3}", "{z..a}", "{a..c..2}", "{a..C}", "{Z..a}",
+            "{1..3}{a,b}", "{,}", "x{a,b}y", "{ls,q}", "{a-c}x", "{1..$#}", "{a,$PWD}", "\"{a,b}\"", "{1..2..0}",
+            "{-1..1}", "{a..}", "{..c}", "{1..3", "{ls,-l}", "{a,b}{", "{x}", "{{a,b}}", "{a,{b..d}}", "{[a-c]}",
+            "{\\$,x}", "{'a'..c}", "{0x1..3}", "{1..3}-{a..b}",
+            "{1..5..-2}", "{a..e..-2}", "{1..3..+1}", "{A..c}", "{a..c..1}", "{+1..3}", "{1..+3}", "{3..1..-1}", "{-0..1}",
+            "{-2..-0}", "{1..2..00}", "{a..z..25}", "{1..03}", "{-01..2}", "{9..11}", "{1..10..5}", "x{1..2..0}y",
+        ]),
+        2 => pick(&[
+            "$((1**2))", "$((16#ff))", "$(( [#16] 255 ))", "$((1.5*2))", "$((x=1))", "$((x))", "$((##a))", "$(( #PWD ))",
+            "$((x[1]))", "$(( $#PWD ))", "$[1+2]", "$((1,2))", "$(( 1 ? 2 : 3 ))", "$((RANDOM%1))", "$((-1))", "$((2#101))",
+            "$((PWD))", "$((HOME))", "$((x++))", "$(( x += 1 ))", "$((0x10))", "$((010))", "$((1e2))", "$((1/0))",
+            "$((a[$(ls q)]))", "$((`ls q`))", "$(( $(ls q) ))", "$(( (1) ))", "$(((1)))", "$(( (ls) ))", "$((ls))",
+        ]),
+        3 => quoted("$'", &[
+            "a", "\\M-a", "\\C-a", "\\C-?", "\\c?", "\\cA", "\\ca", "\\c\\\\", "\\u00e9", "\\U41", "\\U0001F600",
+            "\\u2028", "\\x4", "\\x41g", "\\400", "\\777", "\\9", "\\?", "\\E", "\\e", "\\d", "\\%", "\\M-\\C-a", "\\N",
+            "\\u{41}", "\\x{41}", "\\0101", "\\08", "\\'", "\\\"", "$x", "${PWD}", "!", "~",
+        ], 1..4, "'"),
+        2 => pick(&[
+            "}", "x}", "}x", "{", "{}", "}}", "{x", "${", "$", "$ x", "\\$PWD:h", "'$PWD:h'", "\"$\"", "$\"x\"", "$\"$PWD\"",
+            "\"$(ls q)\":h", "\"x\"(:h)", "'x'(N)", "\\(", "x\\(", "[[", "]]", "((", "))", "!(", ";|", "&|", "&!", "|&",
+            "%", "%1", "%ls", "^", "#", "x#y", "\\#", "$#", "#x", ":", ":h", "=", "==", "=~",
+        ]),
+    ]
+    .boxed()
+}
+
+/// A program written the ways zsh expands in command position, for a line that otherwise runs
+/// stubs.
+fn zsh_program() -> BoxedStrategy<String> {
+    pick(&[
+        "=ls",
+        "=echo",
+        "{ls,-l}",
+        "{echo,x}",
+        "l{s,}",
+        "${:-ls}",
+        "${x:-ls}",
+        "\"${x:-ls}\"",
+        "$=x",
+        "${=x}",
+        "$~x",
+        "\\ls",
+        "l\\s",
+        "'ls'",
+        "$'ls'",
+        "\"ls\"",
+        "l''s",
+        "ls}",
+        "ls{}",
+        "ls(N)",
+        "ls(:t)",
+        "ls~",
+        "ls#",
+        "~+/ls",
+        "- ls",
+        "noglob ls",
+        "nocorrect ls",
+        "builtin echo",
+        "command ls",
+        "exec ls",
+        "repeat 1 ls",
+        "time ls",
+        "$PWD:t",
+        "${PWD:t}",
+        "${ls}",
+        "$ls",
+        "%ls",
+        "!ls",
+        "^ls",
+    ])
+}
+
+/// A redirection with zsh in it: targets zsh expands otherwise than bash (or globs with
+/// qualifiers, as zsh does in a redirection), here-strings of zsh expansions, named
+/// descriptors, `>!`, `>|`, `<>`, `&>|`, multios.
+fn zsh_redirection() -> BoxedStrategy<String> {
+    let target = prop_oneof![
+        2 => pick(&["in.txt", "*.txt", "i*.txt(e:ls:)", "*(e:'ls q':)", "in.txt(N)", "<1-3>", "in<->.txt", "=(ls q)", "~+/in.txt"]),
+        1 => pick(&["\"$PWD\"/in.txt", "$PWD:h/in.txt", "${PWD:h}/ws/in.txt", "\"${(e)PWD}\"", "\"$HOME[1]\"", "=ls", "{in,file}.txt"]),
+    ];
+    let write = pick(&[
+        "out.txt",
+        "$PWD:t",
+        "${PWD:t}.txt",
+        "\"${PWD:t}\"",
+        "=(ls q)",
+        "*(e:ls:)",
+        "out{1,2}.txt",
+        "out.txt(N)",
+        "{a-c}.txt",
+    ]);
+    prop_oneof![
+        3 => target.clone().prop_map(|target| format!("< {target}")),
+        2 => (pick(&["<<< ", "<<<", "<<< x"]), prop_oneof![parameter(), zsh_other(), zsh_glob()])
+            .prop_map(|(operator, word)| format!("{operator}{word}")),
+        2 => (pick(&["> ", ">> ", ">| ", ">! ", ">>! ", ">>| ", "&>| ", "&>! ", ">&| ", "2>| ", "1> ", "<> "]), write)
+            .prop_map(|(operator, target)| format!("{operator}{target}")),
+        1 => pick(&[
+            "> out.txt > out2.txt", "> out.txt | cat", "< in.txt < file.txt", "{fd}> out.txt", "{fd}< in.txt", "{fd}>&-",
+            "{x}>&1", "{PWD}> out.txt", "{1}>&2", "{ fd}>out.txt", "2>&1-", "3>&1-", ">&out.txt", ">&2-", "<&-", "0<&-",
+            "<>in.txt", "3<>in.txt", ">>|out.txt", "&>>out.txt", "2>!err.txt", "|& cat", ">>(cat)", "< <(ls q)",
+            "<(ls q)", "> >(cat)", "<<<$PWD:h", "<<<${(e)PWD}", "<<<=ls", "<<<~+", "<<<*(e:ls:)",
+        ]),
+    ]
+    .boxed()
+}
+
+/// One argument word: mostly the plain grammar's, else a zsh expansion.
+fn zsh_word() -> BoxedStrategy<String> {
+    prop_oneof![
+        24 => word(),
+        3 => parameter(),
+        1 => zsh_glob(),
+        3 => zsh_other(),
+    ]
+    .boxed()
+}
+
+/// A here-document whose body (expanded: the delimiter is unquoted) holds zsh expansions.
+fn zsh_here_document() -> BoxedStrategy<String> {
+    let body_line = prop_oneof![
+        3 => parameter(),
+        1 => zsh_other(),
+        1 => pick(&["x", "EOF}", "}", "*(e:ls q:)", "=(ls q)", "${(e):-$(ls q)}", "$(ls q)", "\\$PWD:h"]),
+    ];
+    (
+        pick(&["cat", "wc -l", "grep x"]),
+        pick(&["<<EOF", "<< EOF", "<<-EOF", "<<\"EOF\"", "<<'EOF'"]),
+        prop::collection::vec(body_line, 1..3),
+    )
+        .prop_map(|(program, operator, body)| format!("{program} {operator}\n{}\nEOF\n", body.join("\n")))
+        .boxed()
+}
+
+/// A command of zsh's grammar, or of bash's around words with zsh expansions: zsh's short
+/// forms (`if … { }`, `for x (a b) cmd`, `repeat`, `foreach`, `while … { }`), anonymous
+/// functions, `function` forms, `case` with `;|` and braces, `always`, `[[ =~ ]]`, zsh
+/// arithmetic, null commands (a redirection alone: zsh runs `$NULLCMD`), `}` where zsh ends a
+/// group, precommand modifiers, and options that change the reading (a line setting them is
+/// for the gate to refuse).
+fn zsh_command() -> BoxedStrategy<String> {
+    let simple = simple_of(zsh_word(), true);
+    let leaf = prop_oneof![
+        30 => pipeline_of(simple.clone()),
+        1 => here_document(),
+        1 => zsh_here_document(),
+        1 => pick(&[
+            "> out.txt", "< in.txt", ">> out.txt", "<in.txt", "2> err.txt", "<> in.txt", "<<< x", ">| out.txt",
+            "{fd}> out.txt", "< in.txt | cat", "> out.txt 2>&1", "<<EOF\nx\nEOF\n", "&> out.txt", ">! out.txt", "2>&1",
+        ]),
+    ]
+    .boxed();
+    leaf.prop_recursive(2, 6, 2, move |inner| {
+        let body = list(inner.boxed());
+        let word = zsh_word();
+        let condition = pick(&[
+            "[[ -n x ]]", "[[ x ]]", "true", "false", "(( 1 ))", "[[ \"$PWD\" == *ws ]]", "[[ a =~ (b|c) ]]", "ls", "! ls",
+            "[[ -o glob ]]", "[[ $PWD:h == x ]]", "[[ -n ${(e)PWD} ]]", "[[ x == *(e:ls:) ]]", "((1**2))", "[ -n x ]",
+        ]);
+        let shadowed = pick(&["ls", "cat", "grep", "echo", "wc", "true", "git"]);
+        prop_oneof![
+            70 => body.clone(),
+            2 => body.clone().prop_map(|list| format!("( {list} )")),
+            2 => body.clone().prop_map(|list| format!("{{ {} }}", terminated(&list))),
+            // zsh ends a group at `}` after a command's words
+            1 => body.clone().prop_map(|list| format!("{{ {list} }}")),
+            1 => body.clone().prop_map(|list| format!("{{{list}}}")),
+            1 => body.clone().prop_map(|list| format!("{list} }}")),
+            1 => body.clone().prop_map(|list| format!("{{ {} }} }}", terminated(&list))),
+            1 => body.clone().prop_map(|list| format!("echo $({list})")),
+            2 => body.clone().prop_map(|list| format!("echo \"$({list})\" x")),
+            1 => body.clone().prop_map(|list| format!("cat <({list})")),
+            1 => body.clone().prop_map(|list| format!("cat =({list})")),
+            1 => body.clone().prop_map(|list| format!("ls > >({list})")),
+            2 => (body.clone(), body.clone()).prop_map(|(a, b)| format!("if {} then {} fi", terminated(&a), terminated(&b))),
+            2 => (condition.clone(), body.clone()).prop_map(|(c, list)| format!("if {c} {{ {list} }}")),
+            1 => (condition.clone(), body.clone(), body.clone())
+                .prop_map(|(c, a, b)| format!("if {c} {{ {a} }} else {{ {b} }}")),
+            1 => (condition.clone(), body.clone(), body.clone())
+                .prop_map(|(c, a, b)| format!("if {c} {{ {a} }} elif {c} {{ {b} }}")),
+            1 => (condition.clone(), simple.clone()).prop_map(|(c, s)| format!("if {c}; {s}")),
+            1 => (condition.clone(), body.clone()).prop_map(|(c, list)| format!("if {c}; then {} fi", terminated(&list))),
+            2 => (word.clone(), simple.clone()).prop_map(|(word, s)| format!("for x (a {word}) {s}")),
+            1 => (word.clone(), body.clone()).prop_map(|(word, list)| format!("for x (a {word}) {{ {list} }}")),
+            1 => (word.clone(), simple.clone()).prop_map(|(word, s)| format!("for x in a {word}; {s}")),
+            1 => simple.clone().prop_map(|s| format!("for x y (a b c) {s}")),
+            1 => simple.clone().prop_map(|s| format!("for (( i = 0; i < 2; i++ )) {s}")),
+            1 => body.clone().prop_map(|list| format!("for (( i = 0; i < 2; i++ )); do {} done", terminated(&list))),
+            2 => (word.clone(), body.clone()).prop_map(|(word, list)| format!("for x in a {word}; do {} done", terminated(&list))),
+            2 => (word.clone(), body.clone()).prop_map(|(word, list)| format!("foreach x (a {word})\n{list}\nend")),
+            1 => simple.clone().prop_map(|s| format!("foreach x (a b) {s}; end")),
+            2 => simple.clone().prop_map(|s| format!("repeat 2 {s}")),
+            1 => body.clone().prop_map(|list| format!("repeat 2; do {} done", terminated(&list))),
+            1 => body.clone().prop_map(|list| format!("repeat 1 {{ {list} }}")),
+            1 => body.clone().prop_map(|list| format!("while false {{ {list} }}")),
+            1 => body.clone().prop_map(|list| format!("until true {{ {list} }}")),
+            1 => body.clone().prop_map(|list| format!("while false; do {} done", terminated(&list))),
+            2 => body.clone().prop_map(|list| format!("() {{ {list} }}")),
+            1 => (body.clone(), word.clone()).prop_map(|(list, word)| format!("() {{ {} }} a {word}", terminated(&list))),
+            1 => simple.clone().prop_map(|s| format!("() {s}")),
+            1 => body.clone().prop_map(|list| format!("(){{{list}}}")),
+            1 => body.clone().prop_map(|list| format!("function {{ {list} }}")),
+            1 => (shadowed.clone(), body.clone()).prop_map(|(name, list)| format!("function {name} {{ {list} }}; {name}")),
+            1 => (shadowed.clone(), body.clone(), word.clone())
+                .prop_map(|(name, list, word)| format!("function {name}() {{ {} }}; {name} {word}", terminated(&list))),
+            1 => (shadowed.clone(), body.clone()).prop_map(|(name, list)| format!("function f {name} {{ {} }}; {name}", terminated(&list))),
+            1 => (shadowed.clone(), body.clone()).prop_map(|(name, list)| format!("f {name} () {{ {} }}; {name}", terminated(&list))),
+            1 => (shadowed.clone(), simple.clone()).prop_map(|(name, s)| format!("{name} () {s}\n{name}")),
+            1 => (word.clone(), body.clone(), body.clone())
+                .prop_map(|(word, a, b)| format!("case {word} in a) {a};| *) {b};; esac")),
+            1 => (word.clone(), body.clone(), body.clone())
+                .prop_map(|(word, a, b)| format!("case {word} in (a|b) {a};& *) {b};; esac")),
+            1 => (word.clone(), body.clone(), body.clone())
+                .prop_map(|(word, a, b)| format!("case {word} {{ a) {a};; *) {b};; }}")),
+            1 => (word.clone(), body.clone()).prop_map(|(word, list)| format!("case {word} in *(e:ls:)) {list};; esac")),
+            2 => (word.clone(), body.clone()).prop_map(|(word, list)| format!("case {word} in a) ls;; *) {list};; esac")),
+            1 => (word.clone(), word.clone(), body.clone()).prop_map(|(a, b, list)| format!("[[ {a} =~ {b} ]] && {list}")),
+            2 => (word.clone(), word.clone(), body.clone()).prop_map(|(a, b, list)| format!("[[ {a} == {b} ]] || {list}")),
+            1 => (word.clone(), body.clone()).prop_map(|(a, list)| format!("[[ -n {a} ]] && {list}")),
+            1 => (word.clone(), body.clone()).prop_map(|(a, list)| format!("[[ {a} -eq 0 ]] || {list}")),
+            1 => (zsh_other(), body.clone()).prop_map(|(a, list)| format!("(( {a} )) || {list}")),
+            1 => (body.clone(), body.clone()).prop_map(|(a, b)| format!("{{ {} }} always {{ {} }}", terminated(&a), terminated(&b))),
+            1 => (body.clone(), body.clone()).prop_map(|(a, b)| format!("{{ {a} }} always {{ {b} }}")),
+            1 => (simple.clone(), pick(&[" &|", " &!", "&|", "&!", " &| ls", " &! ls", " |& cat", " &|\nls"]))
+                .prop_map(|(s, end)| format!("{s}{end}")),
+            1 => (pick(&["noglob", "nocorrect", "-", "exec", "command", "builtin", "coproc", "time", "repeat 1", "!"]), body.clone())
+                .prop_map(|(modifier, list)| format!("{modifier} {list}")),
+            1 => (pick(&[
+                "setopt extendedglob", "setopt shwordsplit", "setopt globsubst", "setopt braceccl", "setopt rcexpandparam",
+                "setopt promptsubst", "setopt ignorebraces", "setopt kshglob", "setopt rcquotes", "setopt magicequalsubst",
+                "setopt globassign", "setopt cshjunkiequotes", "emulate sh", "emulate ksh", "unsetopt shortloops",
+                "unsetopt multios", "set -o extendedglob", "set -k", "disable -r end", "alias -g L='| ls q'",
+                "alias -s txt=ls", "alias ls='ls q'", "hash ls=cat", "hash -d w=.", "typeset -g x=ls", "NULLCMD=ls",
+                "READNULLCMD=ls", "x=ls", "x=(ls q)",
+            ]), pick(&["; ", "\n", " && "]), body)
+                .prop_map(|(option, separator, list)| format!("{option}{separator}{list}")),
+        ]
+    })
+    .boxed()
+}
+
+/// A whole line of the zsh grammar: sometimes after a `cd` (zsh's `cd OLD NEW` replaces text
+/// in the directory, `cd -1`, `cd +0` take the directory stack), sometimes with a comment.
+fn zsh_line() -> BoxedStrategy<String> {
+    let prefix = prop_oneof![
+        10 => Just(String::new()),
+        2 => pick(&["cd ./sub && ", "cd ./sub; ", "cd ./sub/deeper && "]),
+        2 => pick(&[
+            "cd ws home && ", "cd ./sub && cd sub dir && ", "cd sub dir; ", "cd -1 && ", "cd +0 && ", "cd -q sub && ",
+            "cd -s sub && ", "cd ~+/sub && ", "cd ~- && ", "cd -- sub && ", "cd '' && ", "cd ./sub && cd ~- && ",
+            "cd ./sub && cd - && ", "pushd ./sub && pushd ../dir && cd ~1 && ", "pushd ./sub && popd +0 && ",
+            "cd ./sub && cd -0 && ", "cd $PWD:h && ", "cd \"${PWD:h}\" && ", "cd ${PWD}/sub && ",
+            "cd *(/) && ", "cd s*(/) && ", "cd (sub) && ", "cd <-> && ", "cd ~+1 && ", "cd su{b,} && ", "cd sub/ && ",
+            "cd sub \"\" && ", "cd -P sub && ", "cd -L ./sub/deeper/.. && ",
+        ]),
+    ];
+    let suffix = prop_oneof![
+        8 => Just(String::new()),
+        1 => pick(&[" # c", " #", "\n", "\n# c\nls z", " }", "\n}", " &|", " &!"]),
+    ];
+    (prefix, list(zsh_command()), suffix).prop_map(|(prefix, list, suffix)| format!("{prefix}{list}{suffix}")).boxed()
+}
+
 /// Every program real bash and zsh execute for a generated line the gate allows is one of the
 /// gate's parts, with the same argv, in the same directory.
 #[test]
 fn generated_lines_run_only_what_the_gate_judged() {
+    check_generated("generated lines", line(), LINE_CASES, MIN_GENERATED_ALLOWED_SHARE);
+}
+
+/// The same for lines of the zsh grammar ([`zsh_line`]): zsh's expansions and short forms,
+/// mixed into commands the gate allows.
+#[test]
+fn generated_zsh_lines_run_only_what_the_gate_judged() {
+    check_generated("generated zsh lines", zsh_line(), ZSH_LINE_CASES, MIN_ZSH_ALLOWED_SHARE);
+}
+
+/// Runs `cases` lines of `strategy` (`PARSER_VS_SHELLS_CASES` overrides) through [`compare`],
+/// and fails on a mismatch or when the gate allowed less than `least_share` of them.
+fn check_generated(what: &str, strategy: BoxedStrategy<String>, cases: u32, least_share: f64) {
     let sandbox = Sandbox::new(&program_names(&[]));
     let gates = Gates::new(&sandbox.home);
-    let cases = std::env::var("PARSER_VS_SHELLS_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(LINE_CASES);
+    let cases = std::env::var("PARSER_VS_SHELLS_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(cases);
     let config = Config {
         cases,
         max_shrink_iters: 1024,
@@ -1286,9 +1976,9 @@ fn generated_lines_run_only_what_the_gate_judged() {
     let list_all = env_flag("PARSER_VS_SHELLS_ALL");
     let started = Instant::now();
     let total = RefCell::new(Tally::default());
-    let result = TestRunner::new(config).run(&line(), |line| {
+    let result = TestRunner::new(config).run(&strategy, |line| {
         let tally = compare(&sandbox, &gates, &line);
-        if !list_all && let Err(error) = tally.check("generated line") {
+        if !list_all && let Err(error) = tally.check(what) {
             return Err(TestCaseError::fail(error));
         }
         total.borrow_mut().add(tally);
@@ -1296,26 +1986,21 @@ fn generated_lines_run_only_what_the_gate_judged() {
     });
     let total = total.into_inner();
     let stopped = if result.is_err() { ", not counting the failing line, shrunk below" } else { "" };
-    println!(
-        "{} ({:.1} s{stopped}, {})",
-        total.summary("generated lines"),
-        started.elapsed().as_secs_f64(),
-        versions()
-    );
+    println!("{} ({:.1} s{stopped}, {})", total.summary(what), started.elapsed().as_secs_f64(), versions());
     if !total.timed_out.is_empty() {
         println!("timed out: {:#?}", total.timed_out);
     }
     if let Err(error) = result {
         panic!("{error}");
     }
-    if let Err(error) = total.check("generated lines") {
+    if let Err(error) = total.check(what) {
         panic!("{error}");
     }
-    let least = (MIN_GENERATED_ALLOWED_SHARE * total.lines as f64).ceil() as usize;
+    let least = (least_share * total.lines as f64).ceil() as usize;
     for (index, feed) in FEEDS.iter().enumerate() {
         assert!(
             total.compared[index] >= least,
-            "{}: only {} of {} generated lines were allowed and compared (at least {least} expected)",
+            "{what}, {}: only {} of {} lines were allowed and compared (at least {least} expected)",
             feed.name(),
             total.compared[index],
             total.lines

@@ -838,6 +838,22 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     ("lint-staged.config*", ReasonCode::PersistencePath, "lint-staged commands run on commit"),
     ("lefthook*", ReasonCode::PersistencePath, "lefthook hooks (lefthook.yml, lefthook-local.yml, .toml, .json)"),
     (".lefthook*", ReasonCode::PersistencePath, "lefthook hooks"),
+    // Linter and formatter configuration that loads code: editors run these tools on every
+    // open or save, so the code runs without anyone starting it (red-team round 34: pylint's
+    // `init-hook`, mypy's `plugins`). Build manifests and the project's own code (pyproject.toml,
+    // Cargo.toml, build.rs, conftest.py) are not here: they are the agent's work, as source is.
+    (".pylintrc", ReasonCode::PersistencePath, "pylint `init-hook` and `load-plugins` run Python"),
+    ("pylintrc", ReasonCode::PersistencePath, "pylint `init-hook` and `load-plugins` run Python"),
+    ("mypy.ini", ReasonCode::PersistencePath, "mypy `plugins` import Python files"),
+    (".mypy.ini", ReasonCode::PersistencePath, "mypy `plugins` import Python files"),
+    (".flake8", ReasonCode::PersistencePath, "flake8 `local-plugins` import Python files"),
+    (".rubocop*", ReasonCode::PersistencePath, "RuboCop `require:` loads Ruby files"),
+    (".eslintrc*", ReasonCode::PersistencePath, "ESLint configuration (`.eslintrc.js` is code; plugins are loaded)"),
+    ("eslint.config*", ReasonCode::PersistencePath, "ESLint flat configuration, which is JavaScript"),
+    (".prettierrc*", ReasonCode::PersistencePath, "Prettier configuration (`plugins`, `.prettierrc.js`)"),
+    ("prettier.config*", ReasonCode::PersistencePath, "Prettier configuration, which is JavaScript"),
+    (".stylelintrc*", ReasonCode::PersistencePath, "stylelint configuration (`plugins`, `.stylelintrc.js`)"),
+    ("stylelint.config*", ReasonCode::PersistencePath, "stylelint configuration, which is JavaScript"),
     (".simple-git-hooks.json", ReasonCode::PersistencePath, "git hooks"),
     (".flox", ReasonCode::PersistencePath, "Flox environment hooks"),
     ("flake.nix", ReasonCode::PersistencePath, "Nix dev shell hooks (direnv)"),

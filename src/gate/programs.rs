@@ -437,16 +437,52 @@ fn seq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(),
     Ok(())
 }
 
-/// test / `[`: `-v NAME[subscript]` evaluates the subscript as arithmetic, and `-o OPTION`
-/// reads shell options; any `[` inside an operand is refused too.
+/// The operators `test` and `[` are vouched for with. `-v` and `-R` (a variable's subscript
+/// is evaluated as arithmetic) are not among them.
+const TEST_OPERATORS: [&str; 38] = [
+    "-a", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-t", "-u", "-w", "-x", "-G", "-L", "-N",
+    "-O", "-S", "-z", "-n", "-nt", "-ot", "-ef", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-o", "=", "==", "!=", "!",
+    "-",
+];
+
+/// test / `[`: every word that looks like an operator is one of [`TEST_OPERATORS`]. `-t`
+/// takes a descriptor number and the integer comparisons take integers: zsh evaluates those
+/// operands as arithmetic, where a name is evaluated again and `x='a[$(cmd)]'; [ -t x ]`
+/// runs `cmd` (red-team round 34). Any `[` inside an operand is refused too.
 fn test_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let words: Vec<&str> = operand_words(parsed, args).collect();
     let inner = match words.first() {
         Some(&"[") => return Err("is a `[` used as an operand".to_owned()),
         _ => &words[..],
     };
-    if inner.iter().any(|word| *word == "-v" || *word == "-R" || word.contains('[')) {
-        return Err("uses `-v`, `-R` or an array subscript, which evaluates code".to_owned());
+    let integer = |word: Option<&&str>| {
+        word.is_some_and(|word| {
+            let digits = word.strip_prefix('-').unwrap_or(word);
+            !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit())
+        })
+    };
+    for (index, word) in inner.iter().enumerate() {
+        if word.contains('[') {
+            return Err("uses an array subscript, which evaluates code".to_owned());
+        }
+        if word.len() > 1 && word.starts_with('-') && !TEST_OPERATORS.contains(word) && !integer(Some(word)) {
+            return Err(format!("uses `{word}`, which is not an operator it is vouched for with"));
+        }
+        match *word {
+            "-t" if index + 1 < inner.len() && !integer(inner.get(index + 1)) => {
+                return Err(
+                    "gives `-t` something other than a descriptor number, which zsh evaluates as arithmetic".to_owned()
+                );
+            }
+            "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"
+                if !(index > 0 && integer(inner.get(index - 1)) && integer(inner.get(index + 1))) =>
+            {
+                return Err(format!(
+                    "compares with `{word}` something other than integers, which zsh evaluates as arithmetic"
+                ));
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -1628,8 +1664,15 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         style: Style::NoOptions,
         operands: "PATH...",
         check: Some(test_check),
-        matches: &["test -f Cargo.toml", "[ -d src ]"],
-        not_matches: &["test -v 'a[$(id)]'", "[ -v 'x[1]' ]"],
+        matches: &["test -f Cargo.toml", "[ -d src ]", "[ -t 1 ]", "test 3 -gt 2"],
+        not_matches: &[
+            "test -v 'a[$(id)]'",
+            "[ -v 'x[1]' ]",
+            "[ -t CI ]",
+            "test -t PATH=0",
+            "[ x -eq 1 ]",
+            "test -R x",
+        ],
         ..entry("safe.test", &["test", "["])
     },
     SafeEntry {

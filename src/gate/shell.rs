@@ -1000,6 +1000,17 @@ impl Walker<'_> {
             }
             ast::ExtendedTestExpr::UnaryTest(predicate, word) => {
                 self.expansion_site(&word.value, depth, "a `[[ ]]` operand");
+                let descriptor_number = !word.value.is_empty() && word.value.bytes().all(|byte| byte.is_ascii_digit());
+                if matches!(predicate, ast::UnaryPredicate::FdIsOpenTerminal) && !descriptor_number {
+                    // zsh evaluates `-t`'s operand as arithmetic: a name in it is evaluated
+                    // again, and `x='a[$(cmd)]'; [[ -t x ]]` runs `cmd` (red-team round 34).
+                    self.finding(
+                        ReasonCode::DynamicCommand,
+                        Tier::High,
+                        None,
+                        "`-t` takes a descriptor number; zsh evaluates anything else as arithmetic".to_owned(),
+                    );
+                }
                 if matches!(predicate, ast::UnaryPredicate::ShellVariableIsSetAndAssigned) {
                     // `-v 'a[$(cmd)]'` evaluates the subscript.
                     self.finding(
@@ -1415,7 +1426,11 @@ impl Walker<'_> {
                 WordPiece::Text(text) => {
                     // A `${` the parser left as text is no parameter bash accepts (a bad
                     // substitution), and zsh may expand it: never harmless text.
-                    out.dynamic |= text.contains("${");
+                    // The parser may also split it: `"${#y:-a}"` is the texts `$` and `{#y:-a}`
+                    // (zsh expands it to a length; found by the zsh grammar of
+                    // tests/parser_vs_shells.rs).
+                    let brace_follows = text.ends_with('$') && source.as_bytes().get(piece.end_index) == Some(&b'{');
+                    out.dynamic |= text.contains("${") || brace_follows;
                     if unquoted && text.contains(['(', ')']) {
                         self.parenthesis_in_word(source);
                         out.dynamic = true;
@@ -1679,10 +1694,12 @@ impl Walker<'_> {
             .chain(simple.suffix.iter().flat_map(|suffix| suffix.0.iter()).map(|item| (item, false)));
 
         let mut descriptor_variable_before = false;
+        let mut redirected = false;
         for (item, in_prefix) in items {
             let previous_was_descriptor_variable = std::mem::take(&mut descriptor_variable_before);
             match item {
                 ast::CommandPrefixOrSuffixItem::IoRedirect(redirect) => {
+                    redirected = true;
                     if previous_was_descriptor_variable {
                         // `{PATH}</dev/null` assigns PATH the descriptor's number.
                         part.environment_override = true;
@@ -1758,6 +1775,17 @@ impl Walker<'_> {
         }
 
         part.refresh_name();
+        if part.argv.is_empty() && redirected {
+            // bash opens the files and runs nothing; zsh runs `$NULLCMD` (`cat`) there, or
+            // `$READNULLCMD` (a pager) for a lone `<` (tests/parser_vs_shells.rs, zsh grammar).
+            part.opaque = true;
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                "a redirection with no command runs `cat` or a pager in zsh and nothing in bash".to_owned(),
+            );
+        }
         // bash looks the first word up as a function before anything else: a function named
         // `nohup` or `env` is not the wrapper of that name, whatever the words after it.
         let shadowed = part.argv.first().is_some_and(|first| self.functions.iter().any(|function| function == first));
@@ -2038,8 +2066,20 @@ impl Walker<'_> {
         } else if let Some(text) = stdin_text.filter(|_| !input.from_pipe) {
             // zsh (`multios`, on by default) feeds a piped shell both the pipe and the
             // here-document, so a here-document is the script only without a pipe.
+            // Walked for what it finds, never vouched for: the script's commands share the
+            // stdin the shell reads the script from, a line at a time, so `head -c 5` eats the
+            // start of the next line and `echo … >> /dev/fd/0` appends one (red-team round 34).
             let text = text.to_owned();
-            self.follow_shell_text(program, &text, depth)
+            self.follow_shell_text(program, &text, depth);
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                format!(
+                    "`{program}` reads its script from stdin, which the script's own commands can read or write before the shell does"
+                ),
+            );
+            false
         } else if input.from_pipe || part.dynamic_args || part.stdin_redirected {
             self.finding(
                 ReasonCode::OpaqueExecution,
