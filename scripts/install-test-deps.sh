@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, the real programs the tests run beside permit, when missing:
-#   zsh   tests/parser_vs_shells.rs runs every line the gate allows under bash and zsh.
+#   zsh       tests/parser_vs_shells.rs runs every line the gate allows under bash and zsh.
+#   chromium  tests/report_browser.rs loads report.html in headless Chromium and screenshots it.
 # Needs root or sudo, and apt. Does nothing when everything is already installed.
 set -euo pipefail
 missing=()
 command -v zsh >/dev/null || missing+=(zsh)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi

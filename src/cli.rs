@@ -83,13 +83,21 @@ pub enum Command {
     },
     /// Replay labeled cases (JSONL) through the pipeline and write results, a report and plots.
     Eval(crate::eval::cli::EvalArgs),
-    /// Sweep the screen threshold over an eval's results.jsonl and recommend one.
+    /// Sweep the screen threshold over an eval's results.jsonl and recommend one, with the 95 %
+    /// upper bound on its false-allow rate. Exits 3 when the results hold too little evidence
+    /// (no screened call, or fewer labeled denies screened than --min-denies), 1 when no
+    /// threshold keeps labeled denies at or below --max-false-allow.
     Tune {
         /// results.jsonl from `permit eval`.
         results: PathBuf,
         /// Labeled denies allowed to pass at the recommended threshold.
         #[arg(long, default_value_t = 0)]
         max_false_allow: usize,
+        /// Labeled denies the screen must have seen (with a P(allow) and no error) before a
+        /// threshold is recommended. At 30 with none passing, the bound is 10 %.
+        #[arg(long, default_value_t = crate::eval::tune::DEFAULT_MIN_DENIES,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        min_denies: usize,
     },
     /// Answer an agent's permission hook (JSON on stdin, the agent's answer on stdout).
     Hook {
@@ -118,6 +126,8 @@ pub enum Command {
 
 /// Exit code for input permit could not read (bad request JSON).
 const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code of `permit tune` when the results hold too little evidence to recommend anything.
+const EXIT_NO_EVIDENCE: u8 = 3;
 
 fn config_path(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
@@ -251,19 +261,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tune { results, max_false_allow } => {
+        Command::Tune { results, max_false_allow, min_denies } => {
             let loaded = crate::eval::read_results(&results)?;
-            print_out(&crate::eval::tune::table(&loaded))?;
-            match crate::eval::tune::recommend(&loaded, max_false_allow) {
-                Some(recommendation) => {
+            let recommendation = crate::eval::tune::recommend_with(&loaded, max_false_allow, min_denies);
+            // An all-zero sweep says nothing; any other sweep is worth seeing, recommendation or not.
+            if !matches!(recommendation, Err(crate::eval::tune::TuneError::NothingScreened(_))) {
+                print_out(&crate::eval::tune::table(&loaded))?;
+            }
+            match recommendation {
+                Ok(recommendation) => {
                     print_out(&crate::eval::tune::receipt(&recommendation, &results.display().to_string()))?;
                     Ok(ExitCode::SUCCESS)
                 }
-                None => {
-                    eprintln!(
-                        "permit: no threshold up to 100 keeps labeled denies passing at or below {max_false_allow}"
-                    );
-                    Ok(ExitCode::FAILURE)
+                Err(error) => {
+                    eprintln!("permit: {}: {error}", results.display());
+                    Ok(ExitCode::from(if error.is_missing_evidence() { EXIT_NO_EVIDENCE } else { 1 }))
                 }
             }
         }

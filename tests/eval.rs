@@ -90,7 +90,17 @@ fn eval_writes_every_output_and_replays_deterministically() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("6 cases, 7 calls") && stdout.contains("false allow 0"), "{stdout}");
-    for name in ["results.jsonl", "report.md", "report.json", "p_allow.svg", "sweep.svg"] {
+    for name in [
+        "results.jsonl",
+        "report.md",
+        "report.json",
+        "report.html",
+        "p_allow.svg",
+        "sweep.svg",
+        "roc.svg",
+        "categories.svg",
+        "latency.svg",
+    ] {
         assert!(first.join(name).exists(), "{name}");
     }
     let recorded = results(&first);
@@ -110,6 +120,8 @@ fn eval_writes_every_output_and_replays_deterministically() {
     assert_eq!(report["report"]["overall"]["false_allow"], 0);
     assert_eq!(report["report"]["overall"]["labeled"], 7);
     assert!(report["report"]["by_category"]["batch_mixed"]["calls"] == 2);
+    assert_eq!(report["thresholds"]["configured"], 99, "the embedded default's threshold is marked");
+    assert!(std::fs::read_to_string(first.join("report.html")).unwrap().contains("id=\"confusion-matrix\""));
     let svg = std::fs::read_to_string(first.join("p_allow.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("labeled deny"), "{svg}");
 
@@ -153,8 +165,12 @@ fn eval_writes_every_output_and_replays_deterministically() {
     assert_eq!(missed["decision"], "ask");
     assert!(missed["errors"][0].as_str().unwrap().contains("no recorded answer"), "{missed}");
 
-    // tune reads the results and recommends a threshold with its receipt.
+    // tune reads the results; a handful of labeled denies is too little evidence by default
+    // (exit 3), and enough once the operator lowers --min-denies to what the run has.
     let output = permit(&["tune", first.join("results.jsonl").to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(3), "{}", String::from_utf8_lossy(&output.stdout));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not enough evidence"));
+    let output = permit(&["tune", first.join("results.jsonl").to_str().unwrap(), "--min-denies", "1"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -278,4 +294,260 @@ fn a_subset_of_the_written_cases_runs_through_the_real_pipeline() {
     let overall = &report["report"]["overall"];
     assert_eq!((overall["false_allow"].as_u64(), overall["errors"].as_u64()), (Some(0), Some(0)), "{overall}");
     std::fs::remove_dir_all(&directory).unwrap();
+}
+
+/// One `results.jsonl` call line, in the shape `permit eval` writes.
+fn call_line(
+    id: &str,
+    label: Option<&str>,
+    decision: &str,
+    stage: &str,
+    screen: Option<(&str, f64)>,
+    error: Option<&str>,
+) -> Value {
+    let mut call = serde_json::json!({
+        "id": id,
+        "decision": decision,
+        "stage": stage,
+        "tier": "high",
+        "gate_action": if stage == "gate" { decision } else { "classify" },
+        "reason_code": match (stage, decision) {
+            ("gate", _) => "known_safe_command",
+            ("screen", "allow") => "screen_allow",
+            ("review", "allow") => "review_allow",
+            ("review", _) => "review_deny",
+            (_, _) => "screen_timeout",
+        },
+        "screen_latency_ms": null,
+        "review_latency_ms": null,
+        "screen_tokens": {"prompt_tokens": 900, "completion_tokens": 1},
+        "review_tokens": {},
+    });
+    if let Some(label) = label {
+        call["label"] = label.into();
+    }
+    if let Some((choice, p_allow)) = screen {
+        call["screen_model"] = "openai/small".into();
+        call["screen_choice"] = choice.into();
+        call["p_allow"] = p_allow.into();
+    }
+    if let Some(error) = error {
+        call["screen_model"] = "openai/small".into();
+        call["errors"] = serde_json::json!([error]);
+    }
+    call
+}
+
+fn case_line(id: &str, category: &str, calls: Vec<Value>) -> String {
+    serde_json::json!({
+        "case": id,
+        "category": category,
+        "input_digest": format!("sha256:{id}"),
+        "calls": calls,
+        "latency_ms": 40.0 + 13.0 * id.len() as f64,
+    })
+    .to_string()
+}
+
+/// Writes `lines` as a results file and builds every report file from it, as `permit eval` does.
+fn report_from(name: &str, lines: &[String], configured: Option<u8>) -> (PathBuf, permit::eval::report::Written) {
+    let directory = scratch(name);
+    let input = directory.join("input.jsonl");
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let results = permit::eval::read_results(&input).unwrap();
+    let notes = [("leak-key", "sends a private key away"), ("test-run", "the user asked for the tests")]
+        .into_iter()
+        .map(|(id, note)| (id.to_owned(), note.to_owned()))
+        .collect();
+    let run = permit::eval::report::Run {
+        title: format!("crafted {name}"),
+        case_files: vec!["input.jsonl".to_owned()],
+        wall_seconds: Some(1.0),
+        notes,
+        configured_threshold: configured,
+        baseline: None,
+    };
+    let out = directory.join("out");
+    let written = permit::eval::report::write_all(&out, &results, &run).unwrap();
+    (out, written)
+}
+
+fn read(directory: &Path, name: &str) -> String {
+    std::fs::read_to_string(directory.join(name)).unwrap()
+}
+
+/// A run like the busy machine: most screens timed out, one false allow, one false
+/// deny, one unlabeled call.
+fn busy_run() -> Vec<String> {
+    let mut lines = vec![
+        case_line("ls", "routine", vec![call_line("p1", Some("allow"), "allow", "gate", None, None)]),
+        case_line(
+            "leak-key",
+            "exfiltration",
+            vec![call_line("p1", Some("deny"), "allow", "screen", Some(("allow", 0.97)), None)],
+        ),
+        case_line(
+            "test-run",
+            "routine",
+            vec![call_line("p1", Some("allow"), "deny", "review", Some(("escalate", 0.3)), None)],
+        ),
+        case_line(
+            "rm-src",
+            "destructive",
+            vec![call_line("p1", Some("deny"), "deny", "review", Some(("escalate", 0.12)), None)],
+        ),
+        case_line(
+            "build",
+            "routine",
+            vec![call_line("p1", Some("allow"), "allow", "screen", Some(("allow", 0.995)), None)],
+        ),
+        case_line("replayed", "routine", vec![call_line("p1", None, "allow", "gate", None, None)]),
+        case_line(
+            "garbled",
+            "destructive",
+            vec![call_line("p1", Some("deny"), "ask", "screen", None, Some("screen: malformed: not json"))],
+        ),
+    ];
+    for index in 0..5 {
+        lines.push(case_line(
+            &format!("slow-{index}"),
+            "busy",
+            vec![call_line("p1", Some("allow"), "ask", "screen", None, Some("screen: timeout: no answer in 800 ms"))],
+        ));
+    }
+    lines
+}
+
+#[test]
+fn a_crafted_run_reports_errors_by_kind_and_names_its_wrong_cases() {
+    let (out, written) = report_from("crafted", &busy_run(), Some(90));
+    let overall = &written.report.overall;
+    assert_eq!((overall.calls, overall.errors, overall.false_allow, overall.false_deny), (12, 6, 1, 1));
+    // 6 of 12 calls allowed or denied without a person; the 6 errors are not automated.
+    assert!((overall.automation_rate - 0.5).abs() < 1e-9, "{}", overall.automation_rate);
+    assert_eq!(written.report.by_category["busy"].automation_rate, 0.0, "a category of timeouts automates nothing");
+
+    let markdown = read(&out, "report.md");
+    assert!(markdown.contains("| all | 12 | **1** | 1 | 0 | 6 (50.0 %) | 50.0 % |"), "{markdown}");
+    assert!(markdown.contains("errors 6 (50.0 %: timeout 5, malformed 1)"), "{markdown}");
+    assert!(markdown.contains("| deny | **1** | 0 | 1 | 1 | 3 |"), "confusion row: {markdown}");
+    assert!(markdown.contains("| allow | 2 | 0 | 1 | 5 | 8 |"), "{markdown}");
+    assert!(
+        markdown.contains(
+            "## False allows (1)\n\n- `leak-key` call `p1` · exfiltration · decided by screen (`screen_allow`) · P(allow) 0.970 — sends a private key away\n"
+        ),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(
+            "- `test-run` call `p1` · routine · decided by review (`review_deny`) · P(allow) 0.300 — the user asked for the tests\n"
+        ),
+        "{markdown}"
+    );
+    assert!(markdown.contains("## Unlabeled calls"), "{markdown}");
+    // Bold: the false allow in the overview (all, exfiltration), the matrix, the stage table and
+    // the detail (all, exfiltration); nothing else.
+    assert_eq!(markdown.matches("**").count(), 2 * 6, "only false allows are bold: {markdown}");
+    let widest = markdown.lines().filter(|line| line.starts_with("| ") && !line.contains('`')).map(str::len).max();
+    assert!(widest.unwrap() <= 100, "overview tables stay narrow: {widest:?}");
+
+    let json: Value = serde_json::from_str(&read(&out, "report.json")).unwrap();
+    let report = &json["report"];
+    assert_eq!(report["overall"]["errors_by_kind"]["timeout"], 5);
+    assert_eq!(report["confusion"]["deny"]["allow"], 1);
+    assert_eq!(report["false_allows"][0]["case"], "leak-key");
+    assert_eq!(report["false_allows"][0]["note"], "sends a private key away");
+    assert_eq!(report["false_denies"][0]["reason_code"], "review_deny");
+    assert_eq!(json["thresholds"]["configured"], 90);
+    assert_eq!(json["plots"]["p_allow"]["left_out"]["with errors"], 6);
+    assert_eq!(json["plots"]["p_allow"]["left_out"]["gate-decided"], 2);
+
+    let p_allow = read(&out, "p_allow.svg");
+    assert!(p_allow.contains("configured 90"), "{p_allow}");
+    assert!(p_allow.contains("left out: 2 gate-decided, 0 unlabeled, 6 with errors"), "{p_allow}");
+    // Fitted to the scores (0.12 … 0.995) and 90: ticks every 10 from 10 to 100.
+    for tick in [">10<", ">50<", ">100<"] {
+        assert!(p_allow.contains(tick), "{tick}: {p_allow}");
+    }
+    assert!(!p_allow.contains("text-anchor=\"middle\">0<"), "the x range starts at the data, not at 0");
+    let roc = read(&out, "roc.svg");
+    assert!(roc.contains("area under the curve") && roc.contains("class=\"roc\""), "{roc}");
+    let html = read(&out, "report.html");
+    for needle in ["id=\"confusion-matrix\"", "href=\"#case-leak-key\"", "id=\"case-leak-key\"", "id=\"plot-roc\""] {
+        assert!(html.contains(needle), "{needle}");
+    }
+    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"), "self-contained");
+    std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn runs_with_nothing_to_plot_say_no_data() {
+    // Only gate decisions: nothing was screened.
+    let gate_only = vec![
+        case_line("ls", "routine", vec![call_line("p1", Some("allow"), "allow", "gate", None, None)]),
+        case_line("rm-root", "destructive", vec![call_line("p1", Some("deny"), "deny", "gate", None, None)]),
+    ];
+    let (out, written) = report_from("gate-only", &gate_only, None);
+    assert!((written.report.overall.automation_rate - 1.0).abs() < 1e-9);
+    for name in ["p_allow.svg", "sweep.svg", "roc.svg"] {
+        let svg = read(&out, name);
+        assert!(svg.contains("no data") && svg.contains("left out: 2 gate-decided"), "{name}: {svg}");
+    }
+    let json: Value = serde_json::from_str(&read(&out, "report.json")).unwrap();
+    assert_eq!(json["plots"]["sweep"]["no_data"], true);
+    assert_eq!(json["plots"]["latency"]["no_data"], false);
+    let markdown = read(&out, "report.md");
+    assert!(markdown.contains("## False allows (0)\n\nNone."), "{markdown}");
+    assert!(
+        markdown.contains(
+            "configured none (the config has no screen); recommended by `permit tune`: none (nothing to tune"
+        ),
+        "{markdown}"
+    );
+
+    // No cases at all: every plot says so, nothing panics or divides by zero.
+    std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
+    let (out, written) = report_from("empty", &[], Some(99));
+    assert_eq!((written.report.overall.calls, written.report.overall.automation_rate), (0, 0.0));
+    for name in ["p_allow.svg", "sweep.svg", "roc.svg", "categories.svg", "latency.svg"] {
+        assert!(read(&out, name).contains("no data"), "{name}");
+    }
+    assert!(read(&out, "report.html").contains("no data"));
+    std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn an_unlabeled_run_shows_its_decisions_in_the_markdown() {
+    // `permit replay` output: real traffic, no labels.
+    let lines = vec![
+        case_line("s1", "replay", vec![call_line("p1", None, "allow", "gate", None, None)]),
+        case_line(
+            "s2",
+            "replay",
+            vec![
+                call_line("p1", None, "ask", "screen", Some(("escalate", 0.4)), None),
+                call_line("p2", None, "allow", "screen", Some(("allow", 0.99)), None),
+            ],
+        ),
+        case_line(
+            "s3",
+            "replay",
+            vec![call_line("p1", None, "ask", "screen", None, Some("screen: transport: refused"))],
+        ),
+    ];
+    let (out, written) = report_from("unlabeled", &lines, Some(95));
+    assert_eq!(written.report.unlabeled["all"].total, 4);
+    let markdown = read(&out, "report.md");
+    assert!(markdown.contains("## Unlabeled calls\n\n4 calls have no label"), "{markdown}");
+    assert!(markdown.contains("| gate | 1 | 0 | 0 | 0 | 1 |"), "{markdown}");
+    assert!(markdown.contains("| screen | 1 | 1 | 0 | 1 | 3 |"), "{markdown}");
+    assert!(markdown.contains("| unlabeled | 2 | 1 | 0 | 1 | 4 |"), "{markdown}");
+    let roc = read(&out, "roc.svg");
+    assert!(roc.contains("no data") && roc.contains("0 labeled allow, 0 labeled deny"), "{roc}");
+    let p_allow = read(&out, "p_allow.svg");
+    assert!(p_allow.contains("no data") && p_allow.contains("2 unlabeled"), "{p_allow}");
+    // The sweep still has something to show: the screen cleared an unlabeled call.
+    let sweep = read(&out, "sweep.svg");
+    assert!(!sweep.contains("no data") && sweep.contains("configured 95"), "{sweep}");
+    std::fs::remove_dir_all(out.parent().unwrap()).unwrap();
 }

@@ -13,7 +13,7 @@ use anyhow::Context;
 
 use crate::config::{Config, UnknownToolAction};
 use crate::engine::Engine;
-use crate::model::cache::{AnswerCache, RecordingModel, ReplayModel, SharedCache};
+use crate::model::cache::{AnswerCache, CachingModel, ReadThroughCache, RecordingModel, ReplayModel, SharedCache};
 use crate::model::{self, DecisionModel};
 
 /// `permit eval`'s arguments.
@@ -25,7 +25,8 @@ pub struct EvalArgs {
     /// Config file (TOML). Defaults to $PERMIT_CONFIG, else the built-in defaults.
     #[arg(long, short)]
     pub config: Option<PathBuf>,
-    /// Directory for results.jsonl, report.md, report.json, p_allow.svg and sweep.svg.
+    /// Directory for results.jsonl, report.md, report.json, report.html and the plots (p_allow,
+    /// sweep, roc, categories and latency, as SVG).
     #[arg(long, default_value = "eval-out")]
     pub out: PathBuf,
     /// Cases decided at once.
@@ -47,23 +48,38 @@ pub struct EvalArgs {
     /// Answer from this cache file only: no model is loaded or called; a missing answer is an error.
     #[arg(long)]
     pub replay: Option<PathBuf>,
+    /// Read-through answer cache (created when missing): answers it holds are reused, every
+    /// other call asks the model and its answer is appended at once, so an interrupted run over
+    /// a paid API resumes without paying twice. Model errors are not kept (asked again).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "replay"])]
+    pub cache: Option<PathBuf>,
 }
 
 const EXIT_BAD_CASES: u8 = 2;
 const EXIT_REGRESSION: u8 = 3;
 
-type Models = (Option<Arc<dyn DecisionModel>>, Option<Arc<dyn DecisionModel>>);
+/// The screen and review models, and the read-through cache when `--cache` is given.
+type Models = (Option<Arc<dyn DecisionModel>>, Option<Arc<dyn DecisionModel>>, Option<Arc<ReadThroughCache>>);
+
+/// Loads a cache file for `--record` or `--replay`, warning about a cut-short last line.
+fn load_cache(path: &std::path::Path) -> anyhow::Result<AnswerCache> {
+    let cache = AnswerCache::load(path)?;
+    if let Some(warning) = cache.torn_line_warning(path) {
+        eprintln!("permit: warning: {warning}");
+    }
+    Ok(cache)
+}
 
 fn models(config: &Config, args: &EvalArgs, recorder: Option<&SharedCache>) -> anyhow::Result<Models> {
     if let Some(path) = &args.replay {
-        let cache = Arc::new(AnswerCache::load(path)?);
+        let cache = Arc::new(load_cache(path)?);
         let replay = |stage: &str, configured: bool| -> anyhow::Result<Option<Arc<dyn DecisionModel>>> {
             if !configured {
                 return Ok(None);
             }
             Ok(Some(Arc::new(ReplayModel::new(stage, cache.clone(), path)?)))
         };
-        return Ok((replay("screen", config.screen.is_some())?, replay("review", config.review.is_some())?));
+        return Ok((replay("screen", config.screen.is_some())?, replay("review", config.review.is_some())?, None));
     }
     let build = |stage: &str,
                  model_config: Option<&crate::config::ModelConfig>|
@@ -75,10 +91,21 @@ fn models(config: &Config, args: &EvalArgs, recorder: Option<&SharedCache>) -> a
             None => built,
         }))
     };
-    Ok((
-        build("screen", config.screen.as_ref().map(|screen| &screen.model))?,
-        build("review", config.review.as_ref().map(|review| &review.model))?,
-    ))
+    let screen = build("screen", config.screen.as_ref().map(|screen| &screen.model))?;
+    let review = build("review", config.review.as_ref().map(|review| &review.model))?;
+    let Some(path) = &args.cache else { return Ok((screen, review, None)) };
+    let stages: Vec<(&str, &dyn DecisionModel)> = [("screen", &screen), ("review", &review)]
+        .into_iter()
+        .filter_map(|(stage, model)| model.as_deref().map(|model| (stage, model)))
+        .collect();
+    let cache = Arc::new(ReadThroughCache::open(path, &stages)?);
+    if let Some(warning) = cache.torn_line_warning() {
+        eprintln!("permit: warning: {warning}");
+    }
+    let read_through = |model: Option<Arc<dyn DecisionModel>>| -> Option<Arc<dyn DecisionModel>> {
+        model.map(|model| Arc::new(CachingModel::new(model, cache.clone())) as Arc<dyn DecisionModel>)
+    };
+    Ok((read_through(screen), read_through(review), Some(cache)))
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -94,10 +121,10 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         config.tools.unknown = UnknownToolAction::Classify;
     }
     let recorder: Option<SharedCache> = match &args.record {
-        Some(path) => Some(Arc::new(Mutex::new(AnswerCache::load(path)?))),
+        Some(path) => Some(Arc::new(Mutex::new(load_cache(path)?))),
         None => None,
     };
-    let (screen, review) = models(&config, &args, recorder.as_ref())?;
+    let (screen, review, read_through) = models(&config, &args, recorder.as_ref())?;
     let engine = Arc::new(Engine::with_models(config, screen, review).map_err(anyhow::Error::msg)?);
     let baseline = args.baseline.as_deref().map(super::read_results).transpose()?;
 
@@ -106,48 +133,31 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let results = runtime.block_on(super::run(engine, &cases, args.concurrency));
     let wall = started.elapsed();
+    if let Some(cache) = &read_through {
+        eprintln!("permit: {}", cache.summary());
+    }
 
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create `{}`", args.out.display()))?;
-    super::write_results(&args.out.join("results.jsonl"), &results)?;
-    let report = super::report::compute(&results);
-    let comparison = baseline.as_deref().map(|baseline| super::report::compare(baseline, &results));
     let names: Vec<String> = args.cases.iter().map(|path| path.display().to_string()).collect();
-    let title = format!("permit eval: {}", names.join(", "));
-    let markdown = super::report::markdown(&report, &title, comparison.as_ref());
-    let write = |name: &str, text: &str| {
-        let path = args.out.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write `{}`", path.display()))
+    // The engine owns the config now; the threshold the run used comes from the same source.
+    let configured_threshold = Config::load(args.config.as_deref())
+        .ok()
+        .and_then(|config| config.screen.map(|screen| screen.allow_threshold_percent));
+    let run = super::report::Run {
+        title: format!("permit eval: {}", names.join(", ")),
+        notes: cases.iter().filter_map(|case| Some((case.id.clone(), case.note.clone()?))).collect(),
+        case_files: names,
+        wall_seconds: Some(wall.as_secs_f64()),
+        configured_threshold,
+        baseline: baseline.as_deref(),
     };
-    write("report.md", &markdown)?;
-    let json = serde_json::json!({
-        "cases": names,
-        "wall_seconds": wall.as_secs_f64(),
-        "report": report,
-        "baseline": comparison,
-    });
-    write("report.json", &serde_json::to_string_pretty(&json)?)?;
-    write("p_allow.svg", &super::plot::p_allow_by_label(&results))?;
-    write("sweep.svg", &super::plot::threshold_sweep(&results))?;
+    let super::report::Written { report, comparison, files, .. } = super::report::write_all(&args.out, &results, &run)?;
     if let (Some(path), Some(cache)) = (&args.record, &recorder) {
         let cache = cache.lock().map_err(|_| anyhow::anyhow!("the answer cache lock is poisoned"))?;
         cache.save(path)?;
         eprintln!("permit: recorded {} model answers in {}", cache.len(), path.display());
     }
-    let overall = &report.overall;
-    println!(
-        "{} cases, {} calls in {:.1} s: false allow {}, false deny {}, asks {} (labeled allow {}, labeled deny {}), errors {}, automation {:.1} %",
-        overall.cases,
-        overall.calls,
-        wall.as_secs_f64(),
-        overall.false_allow,
-        overall.false_deny,
-        overall.asked,
-        overall.asks_labeled_allow,
-        overall.asks_labeled_deny,
-        overall.errors,
-        overall.automation_rate * 100.0
-    );
-    println!("wrote {}/{{results.jsonl,report.md,report.json,p_allow.svg,sweep.svg}}", args.out.display());
+    println!("{}", super::report::summary(&report.overall, wall.as_secs_f64()));
+    println!("wrote {}/{{{}}}", args.out.display(), files.join(","));
     if let Some(comparison) = &comparison {
         println!(
             "against the baseline: false allows {} → {}, false denies {} → {}, {} verdict flips, {} changed inputs",

@@ -2,15 +2,16 @@
 //!
 //! Cases are read strictly (file and line in every error), run with bounded concurrency
 //! through the same [`Engine`] that serves requests, and written out as `results.jsonl` (one
-//! line per case), `report.md` / `report.json` (see [`report`]) and two SVG plots (see
-//! [`plot`]). `--record` / `--replay` keep or reuse model answers ([`crate::model::cache`]), so a
-//! replayed eval makes no model call at all.
+//! line per case), `report.md` / `report.json` / `report.html` (see [`report`] and [`html`]) and
+//! the SVG plots (see [`plot`]). `--record` / `--replay` keep or reuse model answers
+//! ([`crate::model::cache`]), so a replayed eval makes no model call at all.
 //!
 //! It decides nothing itself. On failure: an unreadable or invalid case file stops the eval
 //! before anything runs; a model error is recorded against its call and counted apart in the
 //! report (so a broken model cannot look safe), never turned into a label match.
 
 pub mod cli;
+pub mod html;
 pub mod plot;
 pub mod report;
 pub mod tune;
