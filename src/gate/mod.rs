@@ -362,6 +362,7 @@ impl Gate {
                 vec![unit]
             }
         };
+        units.extend(input_escalation(call));
         if let Some(first) = units.first_mut() {
             first.findings.extend(call_findings);
             if spec.is_none() {
@@ -446,6 +447,27 @@ impl Gate {
                     ReasonCode::EnvironmentOverride,
                     "env",
                     "sets environment variables for the command that can change what runs",
+                    None,
+                );
+                units.push(unit);
+            }
+        }
+        // The fields a shell call may carry are an allowlist: a host adds fields that change how
+        // it runs the command (Codex's `sandbox_permissions = "require_escalated"` runs it outside
+        // the sandbox; red-team round 35), and a field the gate does not know is not routine.
+        {
+            let unknown: Vec<&str> = call
+                .input
+                .iter()
+                .filter(|(name, value)| !value.is_null() && !shell_field_is_routine(name, value, field))
+                .map(|(name, _)| name.as_str())
+                .collect();
+            if !unknown.is_empty() {
+                let mut unit = Unit::new(Tier::High, ReasonCode::PrivilegeEscalation);
+                unit.add(
+                    ReasonCode::PrivilegeEscalation,
+                    unknown.join(", "),
+                    "is an input field (or value) the gate does not know for a shell call; it may change how the host runs the command, outside its sandbox for one",
                     None,
                 );
                 units.push(unit);
@@ -1078,11 +1100,15 @@ impl Gate {
                     None | Some(Value::Null) => {}
                     // Claude Code splits the field on commas and blanks into several `--glob`s:
                     // only a value whose every piece is an exclusion is vouched for.
+                    // Only printable ASCII: Claude Code splits on JavaScript's `\s`, which
+                    // counts U+FEFF and other characters `char::is_whitespace` does not
+                    // (`!*.lock<U+FEFF>*` is an exclusion and an include there; round 35).
                     Some(Value::String(glob))
-                        if glob
-                            .split(|c: char| c == ',' || c.is_whitespace())
-                            .filter(|piece| !piece.is_empty())
-                            .all(|piece| piece.starts_with('!')) => {}
+                        if glob.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+                            && glob
+                                .split(|c: char| c == ',' || c == ' ')
+                                .filter(|piece| !piece.is_empty())
+                                .all(|piece| piece.starts_with('!')) => {}
                     Some(Value::String(glob)) => {
                         unit.path_tier = unit.path_tier.max(Tier::High);
                         unit.add(
@@ -1303,6 +1329,49 @@ impl Gate {
 
 /// Whether `argv[0]` names the program of that name: a bare name found on `PATH`, or a path in
 /// the system directories. `./ls` or `/tmp/x/ls` is some other binary.
+/// Whether a shell call's input field is one the hosts send for an ordinary run (Claude Code's
+/// Bash and Monitor, Codex's `shell`, `shell_command`, `exec_command` and `local_shell`), with a
+/// value that leaves the host's sandbox and approvals as they are. The command field itself,
+/// `env`, `shell` and `workdir` are judged elsewhere.
+fn shell_field_is_routine(name: &str, value: &Value, command_field: &str) -> bool {
+    match name {
+        _ if name == command_field => true,
+        "command" | "cmd" | "env" | "shell" | "workdir" | "cwd" => true,
+        "description" | "justification" | "timeout" | "timeout_ms" | "yield_time_ms" | "max_output_tokens"
+        | "run_in_background" | "login" | "tty" | "prefix_rule" | "id" | "type" => true,
+        "with_escalated_permissions" | "dangerouslyDisableSandbox" => value == &Value::Bool(false),
+        "sandbox_permissions" => value.as_str() == Some("use_default"),
+        _ => false,
+    }
+}
+
+/// Calls whose input turns a routine tool into one that runs code or changes the agent's own
+/// configuration (red-team round 35): Claude Code's `Agent` (formerly `Task`) with
+/// `isolation: "worktree"` runs `git worktree add`, which runs the repository's hooks, as
+/// `EnterWorktree` does; `CronCreate` with `durable: true` writes `.claude/scheduled_tasks.json`,
+/// so the prompt fires in later sessions.
+fn input_escalation(call: &PendingCall) -> Option<Unit> {
+    let set = |field: &str| call.input.get(field).is_some_and(|value| !value.is_null() && value != &Value::Bool(false));
+    let (code, subject, detail) = match call.name.as_str() {
+        "Agent" | "Task" if set("isolation") && call.input.get("isolation").and_then(Value::as_str) != Some("none") => {
+            (
+                ReasonCode::OpaqueExecution,
+                "isolation",
+                "starts the agent in a new git worktree, whose checkout runs the repository's hooks",
+            )
+        }
+        "CronCreate" if set("durable") => (
+            ReasonCode::AgentPolicyPath,
+            "durable",
+            "persists the scheduled prompt in `.claude/scheduled_tasks.json`, so it fires in later sessions",
+        ),
+        _ => return None,
+    };
+    let mut unit = Unit::new(Tier::High, code);
+    unit.add(code, subject, detail, None);
+    Some(unit)
+}
+
 fn runs_system_program(name: &str) -> bool {
     const SYSTEM_DIRECTORIES: [&str; 6] =
         ["/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/", "/opt/homebrew/bin/"];
