@@ -17,13 +17,32 @@ fn model_turn() -> std::sync::MutexGuard<'static, ()> {
     MODEL_TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The embedded default (the demo model as the screen, threshold 99) with a screen timeout of
+/// ten minutes instead of 15 s: on a loaded 2-core CI machine a screen can take longer than
+/// production's budget, and a timeout would turn the test's expected answers into errors.
+fn patient_default_config() -> PathBuf {
+    let path = std::env::temp_dir().join(format!("permit-eval-{}-patient.toml", std::process::id()));
+    let model = permit::config::default_model_dir().join(permit::config::DEMO_MODEL_FILE);
+    let text = format!(
+        "[screen]\nallow_threshold_percent = 99\ntimeout_ms = 600000\n[screen.model]\nbackend = \"local\"\npath = {:?}\n",
+        model.display().to_string()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 fn permit(args: &[&str]) -> Output {
     // One case at a time: the demo model runs one decision at a time anyway, and queued screens
     // on a loaded CI machine could outlast the screen's timeout and turn into errors.
-    let concurrency: &[&str] = if args.first() == Some(&"eval") { &["--concurrency", "1"] } else { &[] };
+    let eval = args.first() == Some(&"eval");
+    let concurrency: &[&str] = if eval { &["--concurrency", "1"] } else { &[] };
+    let patient = patient_default_config();
+    let config: Vec<&str> =
+        if eval && !args.contains(&"--config") { vec!["--config", patient.to_str().unwrap()] } else { Vec::new() };
     Command::new(env!("CARGO_BIN_EXE_permit"))
         .args(args)
         .args(concurrency)
+        .args(config)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env_remove("PERMIT_CONFIG")
         .env("PERMIT_MODEL_DIR", permit::config::default_model_dir())
