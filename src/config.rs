@@ -729,9 +729,46 @@ pub struct SessionConfig {
     /// Sessions idle longer than this are forgotten.
     #[serde(default = "default_session_ttl")]
     pub ttl_secs: u64,
-    /// At most this many sessions are tracked; the least recently seen is forgotten first.
+    /// At most this many sessions are tracked; the least recently seen is forgotten first
+    /// (memory store; Redis bounds its keys with `ttl_secs` alone).
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
+    /// Where session state lives: this process's memory, or Redis shared by every replica.
+    #[serde(default)]
+    pub store: SessionStoreKind,
+    /// `redis://[user:password@]host:port[/db]` or `unix:///path/to/socket`; needed by `store = "redis"`.
+    #[serde(default)]
+    pub redis_url: Option<String>,
+    /// Prepended to every Redis key, so several deployments can share one Redis.
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// The longest one Redis call may take, waiting for a connection included; then the call
+    /// that needed it is `ask` (`session_store_unavailable`).
+    #[serde(default = "default_store_timeout")]
+    pub timeout_ms: u64,
+    /// The longest one attempt to (re)connect to Redis may take.
+    #[serde(default = "default_store_connect_timeout")]
+    pub connect_timeout_ms: u64,
+}
+
+/// Where session state lives (`session.store`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStoreKind {
+    /// This process's memory: one replica.
+    #[default]
+    Memory,
+    /// Redis, shared by every replica that names the same `redis_url` and `key_prefix`.
+    Redis,
+}
+
+impl SessionStoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStoreKind::Memory => "memory",
+            SessionStoreKind::Redis => "redis",
+        }
+    }
 }
 
 impl Default for SessionConfig {
@@ -741,6 +778,11 @@ impl Default for SessionConfig {
             max_total_denials: default_total_denials(),
             ttl_secs: default_session_ttl(),
             max_sessions: default_max_sessions(),
+            store: SessionStoreKind::default(),
+            redis_url: None,
+            key_prefix: default_key_prefix(),
+            timeout_ms: default_store_timeout(),
+            connect_timeout_ms: default_store_connect_timeout(),
         }
     }
 }
@@ -876,6 +918,17 @@ fn default_session_ttl() -> u64 {
 }
 fn default_max_sessions() -> usize {
     10_000
+}
+fn default_key_prefix() -> String {
+    "permit:".to_owned()
+}
+/// A Redis call on loopback or in one datacenter takes well under a millisecond; 250 ms leaves
+/// room for a busy server while keeping a Redis outage far inside every stage's deadline.
+fn default_store_timeout() -> u64 {
+    250
+}
+fn default_store_connect_timeout() -> u64 {
+    1_000
 }
 fn default_bind() -> String {
     "127.0.0.1:8787".to_owned()
@@ -1053,7 +1106,52 @@ impl Config {
         if session.max_sessions == 0 || session.ttl_secs == 0 {
             return Err("`session.max_sessions` and `session.ttl_secs` must be at least 1".to_owned());
         }
+        self.validate_session_store()?;
         self.validate_server()
+    }
+
+    fn validate_session_store(&self) -> Result<(), String> {
+        let session = &self.session;
+        if session.timeout_ms == 0 || session.connect_timeout_ms == 0 {
+            return Err("`session.timeout_ms` and `session.connect_timeout_ms` must be greater than 0".to_owned());
+        }
+        // A session call must end well inside the request's deadline, or a slow Redis would
+        // turn every classified call into `decision_timeout` instead of its own reason code.
+        if session.timeout_ms >= self.server.decision_timeout_ms {
+            return Err(format!(
+                "`session.timeout_ms` ({}) must be less than `server.decision_timeout_ms` ({})",
+                session.timeout_ms, self.server.decision_timeout_ms
+            ));
+        }
+        if session.key_prefix.is_empty()
+            || session.key_prefix.len() > 64
+            || !session.key_prefix.chars().all(|character| character.is_ascii_graphic())
+        {
+            return Err(format!(
+                "`session.key_prefix` `{}` must be 1 to 64 visible ASCII characters",
+                session.key_prefix
+            ));
+        }
+        match (session.store, &session.redis_url) {
+            (SessionStoreKind::Memory, Some(_)) => Err(
+                "`session.redis_url` is set but `session.store` is `memory`; set `store = \"redis\"` or remove the URL"
+                    .to_owned(),
+            ),
+            (SessionStoreKind::Memory, None) => Ok(()),
+            (SessionStoreKind::Redis, None) => {
+                Err("`session.store` is `redis` but no `session.redis_url` is set".to_owned())
+            }
+            (SessionStoreKind::Redis, Some(url)) => {
+                if url.starts_with("redis://") || url.starts_with("unix://") {
+                    Ok(())
+                } else if url.starts_with("rediss://") {
+                    Err("`session.redis_url`: TLS (`rediss://`) is not built in; reach Redis over a private network or a local TLS proxy".to_owned())
+                } else {
+                    // The URL may carry a password: never echo it.
+                    Err("`session.redis_url` must start with `redis://` or `unix://`".to_owned())
+                }
+            }
+        }
     }
 
     fn validate_server(&self) -> Result<(), String> {
@@ -1152,6 +1250,15 @@ impl Config {
         lines.push(match &self.review {
             Some(review) => format!("review: {}", describe_model(&review.model)),
             None => "review: none (calls that need the classifier go to a person)".to_owned(),
+        });
+        lines.push(match self.session.store {
+            SessionStoreKind::Memory => {
+                format!("session store: memory (this process only; at most {} sessions)", self.session.max_sessions)
+            }
+            SessionStoreKind::Redis => format!(
+                "session store: redis (shared by replicas; keys `{}*`, {} ms per call)",
+                self.session.key_prefix, self.session.timeout_ms
+            ),
         });
         lines.push(format!("server: {}", self.server.bind));
         lines.join("\n")

@@ -162,6 +162,9 @@ pub enum ReasonCode {
     /// The audit log could not be written, so an `allow` was answered `ask`: no call is allowed
     /// without its record.
     AuditUnavailable,
+    /// The session store (memory or Redis) could not be read or updated in time, so a call
+    /// whose decision needs the session's state (a classified or a costly call) is `ask`.
+    SessionStoreUnavailable,
 }
 
 impl ReasonCode {
@@ -205,6 +208,7 @@ impl ReasonCode {
             ReasonCode::SessionDenialLimit => "session_denial_limit",
             ReasonCode::DecisionTimeout => "decision_timeout",
             ReasonCode::AuditUnavailable => "audit_unavailable",
+            ReasonCode::SessionStoreUnavailable => "session_store_unavailable",
         }
     }
 }
@@ -254,6 +258,7 @@ mod tests {
             ReasonCode::PathEscape,
             ReasonCode::ScreenTimeout,
             ReasonCode::ModelCallLimit,
+            ReasonCode::SessionStoreUnavailable,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

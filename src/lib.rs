@@ -25,3 +25,4 @@ pub mod hook;
 pub mod model;
 pub mod request;
 pub mod server;
+pub mod session_store;

@@ -12,6 +12,11 @@
 //!   is never allowed by a model (its allow becomes `ask`); a session with too many classifier
 //!   denials sends further classified calls to a person.
 //!
+//! Session state (denial counts, costly budgets) lives in the session store: memory, or Redis
+//! shared by replicas. When the store cannot answer, only the calls that need it change: a
+//! costly call, and every classified call of the request, become `ask` with
+//! `session_store_unavailable` (no model is asked); calls the gate settles alone are untouched.
+//!
 //! Model work is bounded: a request's first `classifier.max_calls_per_request` classified calls
 //! are judged and the rest are `ask` (`model_call_limit`); model calls in flight share
 //! `classifier.max_concurrent_model_calls` slots per process, and a stage's `timeout_ms` covers
@@ -40,6 +45,7 @@ use crate::gate::reversibility::CostlyBudget;
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::model::{DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage, validate_answer};
 use crate::request::{CallDecision, DecideRequest, PendingCall, Stage};
+use crate::session_store::{self, StoreError, StoreMetrics};
 
 pub struct ScreenStage {
     pub model: Arc<dyn DecisionModel>,
@@ -100,6 +106,7 @@ pub struct Pipeline {
     gate: Arc<Gate>,
     costly_budget: CostlyBudget,
     sessions: SessionPolicy,
+    store_metrics: StoreMetrics,
     prompts: Prompts,
     questionnaire_tools: Vec<String>,
     transcript_budget: TranscriptBudget,
@@ -194,6 +201,23 @@ fn decision_for(
     }
 }
 
+/// A session store call bounded by the request's deadline as well as the store's own timeout
+/// (`session.timeout_ms`, validated to be shorter than the deadline).
+async fn bounded<T>(
+    deadline: Option<tokio::time::Instant>,
+    work: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match deadline {
+        Some(deadline) => {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            tokio::time::timeout_at(deadline, work)
+                .await
+                .unwrap_or(Err(StoreError::Timeout(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX))))
+        }
+        None => work.await,
+    }
+}
+
 /// A model call bounded by the stage timeout, validated against its questions. The timeout
 /// covers waiting for a model slot too, so `timeout_ms` bounds the stage however busy the
 /// process is; a call that gets no slot in time is `Busy` and never reaches the model.
@@ -276,14 +300,12 @@ impl Pipeline {
     pub fn new(config: &Config, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Result<Self, String> {
         let gate = Gate::new(config)?;
         let prompts = Prompts::load(&config.prompts).map_err(|error| error.to_string())?;
+        let (store, store_metrics) = session_store::build(&config.session)?;
         Ok(Self {
             gate: Arc::new(gate),
-            costly_budget: CostlyBudget::new(
-                config.reversibility.costly_budget_per_session,
-                config.session.max_sessions,
-                Duration::from_secs(config.session.ttl_secs),
-            ),
-            sessions: SessionPolicy::new(&config.session),
+            costly_budget: CostlyBudget::new(config.reversibility.costly_budget_per_session, Arc::clone(&store)),
+            sessions: SessionPolicy::new(&config.session, store),
+            store_metrics,
             prompts,
             questionnaire_tools: config.tools.questionnaire.clone(),
             transcript_budget: TranscriptBudget {
@@ -308,6 +330,11 @@ impl Pipeline {
 
     pub fn sessions(&self) -> &SessionPolicy {
         &self.sessions
+    }
+
+    /// The session store's latency and error metrics, for the service to register.
+    pub fn session_store_metrics(&self) -> &StoreMetrics {
+        &self.store_metrics
     }
 
     pub fn has_classifier(&self) -> bool {
@@ -377,8 +404,21 @@ impl Pipeline {
         let started = Instant::now();
         let session = request.session_id.as_deref();
         let (mut outcomes, gate_latencies) = self.gate_all(request, deadline).await;
+        // Charged in request order; once the store fails, the request's other costly calls are
+        // `ask` at once rather than each waiting out the store's timeout.
+        let mut store_failure: Option<StoreError> = None;
         for outcome in &mut outcomes {
-            self.costly_budget.charge(session, outcome);
+            match &store_failure {
+                Some(error) => self.costly_budget.refuse_unread(session, outcome, error),
+                None => {
+                    if let Err(error) = bounded(deadline, self.costly_budget.charge(session, outcome)).await {
+                        // When the deadline cut the charge short, the outcome is still the
+                        // gate's: refuse it here (a no-op when the charge already did).
+                        self.costly_budget.refuse_unread(session, outcome, &error);
+                        store_failure = Some(error);
+                    }
+                }
+            }
         }
         let records: Vec<DecisionRecord> = request
             .pending
@@ -415,7 +455,24 @@ impl Pipeline {
         let classified: Vec<usize> =
             (0..outcomes.len()).filter(|index| outcomes[*index].action == GateAction::Classify).collect();
         if needs_model {
-            if self.sessions.is_locked(session) {
+            let locked = bounded(deadline, self.sessions.is_locked(session)).await;
+            if let Err(error) = &locked {
+                for index in &classified {
+                    records[*index].decision = decision_for(
+                        &request.pending[*index],
+                        &outcomes[*index],
+                        Decision::Ask,
+                        Stage::Session,
+                        ReasonCode::SessionStoreUnavailable.as_str(),
+                        // The kind only: a store's own message (Redis's error text) stays in
+                        // the service's log.
+                        Some(format!(
+                            "permit needs a person to approve this call: the session's state could not be read ({}), so no model judged it",
+                            error.kind()
+                        )),
+                    );
+                }
+            } else if locked == Ok(true) {
                 for index in &classified {
                     let record = &mut records[*index];
                     record.session_locked = true;
@@ -524,7 +581,8 @@ impl Pipeline {
                     );
                     decision.p_allow = p_allow;
                     records[index].decision = decision;
-                    self.sessions.record_classifier_allow(session);
+                    // A reset that fails leaves the streak higher: stricter, never looser.
+                    let _ = self.sessions.record_classifier_allow(session).await;
                 } else if busy {
                     // The review would wait for the same busy slots: a person decides now
                     // rather than after a second timeout.
@@ -571,14 +629,9 @@ impl Pipeline {
         let results = self.review_calls(review, transcript, &calls).await;
         for (index, (record, option)) in escalated.into_iter().zip(results) {
             let p_allow = records[index].screen.as_ref().and_then(|screen| screen.p_allow);
-            let mut decision = self.review_decision(
-                review,
-                &request.pending[index],
-                &outcomes[index],
-                option.as_deref(),
-                &record,
-                session,
-            );
+            let mut decision = self
+                .review_decision(review, &request.pending[index], &outcomes[index], option.as_deref(), &record, session)
+                .await;
             decision.p_allow = p_allow;
             records[index].decision = decision;
             records[index].review = Some(record);
@@ -679,7 +732,7 @@ impl Pipeline {
     }
 
     /// Turns a review's option into the call's decision, fail closed.
-    fn review_decision(
+    async fn review_decision(
         &self,
         review: &ReviewStage,
         call: &PendingCall,
@@ -715,7 +768,8 @@ impl Pipeline {
             }
             Some(ALLOW) => {
                 if outcome.model_may_allow {
-                    self.sessions.record_classifier_allow(session);
+                    // A reset that fails leaves the streak higher: stricter, never looser.
+                    let _ = self.sessions.record_classifier_allow(session).await;
                     decision_for(call, outcome, Decision::Allow, Stage::Review, ReasonCode::ReviewAllow.as_str(), None)
                 } else {
                     // The reversibility ladder: no model may allow an irreversible call alone.
@@ -723,7 +777,9 @@ impl Pipeline {
                 }
             }
             Some(deny_option) => {
-                self.sessions.record_classifier_denial(session);
+                // A denial that cannot be recorded is logged and counted by the store's metrics;
+                // this call is denied all the same.
+                let _ = self.sessions.record_classifier_denial(session).await;
                 let reason = agent_reason(deny_option).unwrap_or_else(|| {
                     // Unreachable after validation; still never model text.
                     "permit blocked this call. Find a safer way to do what the user asked, and do not try to get around this block.".to_owned()

@@ -211,6 +211,8 @@ fn severity(code: ReasonCode) -> u8 {
         ReasonCode::HardDenyRule => 100,
         ReasonCode::CriticalCommand => 95,
         ReasonCode::OperatorRule => 90,
+        // Set after the gate, like the budget: the state the call needs could not be read.
+        ReasonCode::SessionStoreUnavailable => 86,
         ReasonCode::CostlyBudgetExhausted => 85,
         ReasonCode::CredentialPath => 80,
         ReasonCode::AgentPolicyPath => 78,
@@ -1106,7 +1108,7 @@ impl Gate {
                     Some(Value::String(glob))
                         if glob.chars().all(|c| c.is_ascii_graphic() || c == ' ')
                             && glob
-                                .split(|c: char| c == ',' || c == ' ')
+                                .split([',', ' '])
                                 .filter(|piece| !piece.is_empty())
                                 .all(|piece| piece.starts_with('!')) => {}
                     Some(Value::String(glob)) => {

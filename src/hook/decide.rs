@@ -34,7 +34,7 @@ use crate::classifier::pipeline::gate_decision;
 use crate::config::{Config, ConfigError};
 use crate::decision::{Decision, GateAction, Tier};
 use crate::engine::Engine;
-use crate::gate::reversibility::CostlyBudget;
+use crate::gate::reversibility::charge_fresh_budget;
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::request::{
     CallDecision, DecideRequest, DecideResponse, KnownEvent, PendingCall, RequestError, Reversibility, Stage,
@@ -125,12 +125,11 @@ fn built_in_gate() -> Option<LocalGate> {
 /// starts with a fresh budget, so only a budget of zero turns a costly call into `ask`).
 fn evaluate(local: &LocalGate, call: &PendingCall, input: &HookInput) -> GateOutcome {
     let mut outcome = local.gate.evaluate(call, CallContext { cwd: input.cwd.as_deref() });
-    let budget = CostlyBudget::new(
+    charge_fresh_budget(
         local.config.reversibility.costly_budget_per_session,
-        1,
-        Duration::from_secs(local.config.session.ttl_secs),
+        input.session_id.as_deref(),
+        &mut outcome,
     );
-    budget.charge(input.session_id.as_deref(), &mut outcome);
     outcome
 }
 

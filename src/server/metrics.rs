@@ -89,7 +89,7 @@ impl Drop for RequestInFlight {
 /// Counts kept elsewhere, read at scrape time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Scrape {
-    /// Sessions whose denial counts are kept.
+    /// Sessions whose denial counts are kept in this process (0 with the Redis store).
     pub sessions: usize,
     /// Panics the gate caught inside the shell parser since start.
     pub parser_panics: u64,
@@ -115,6 +115,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The service's metrics with the session store's (`session_store_latency_seconds`,
+    /// `session_store_errors_total`) registered beside them.
+    pub fn with_session_store(store: &crate::session_store::StoreMetrics) -> Self {
+        let mut metrics = Self::new();
+        store.register(&mut metrics.registry);
+        metrics
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("permit");
         let metrics = Metrics {
@@ -175,7 +183,11 @@ impl Metrics {
             "Share of screened calls the screen did not clear, since start",
             metrics.screen_escalation_ratio.clone(),
         );
-        registry.register("sessions_tracked", "Sessions whose denial counts are kept", metrics.sessions.clone());
+        registry.register(
+            "sessions_tracked",
+            "Sessions whose state this process keeps in memory (0 with the Redis store)",
+            metrics.sessions.clone(),
+        );
         registry.register("http_responses", "HTTP responses by route and status", metrics.responses.clone());
         registry.register(
             "shed_requests",

@@ -138,10 +138,11 @@ impl Server {
             .await
             .map_err(|source| ServeError::Bind { address: settings.bind.clone(), source })?;
         let has_screen = engine.models().iter().any(|(stage, _)| *stage == "screen");
+        let metrics = Arc::new(Metrics::with_session_store(engine.pipeline().session_store_metrics()));
         let state = Arc::new(AppState {
             engine: Arc::new(engine),
             tokens,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             audit,
             deadline: Duration::from_millis(settings.decision_timeout_ms),
             body_limit: settings.body_limit_bytes,
@@ -555,7 +556,16 @@ async fn feedback(
         }
     }
     // Any decision by a person ends the classifier's denial streak: a person is in the loop.
-    state.engine.pipeline().sessions().record_human_decision(Some(&session_id));
+    if let Err(problem) = state.engine.pipeline().sessions().record_human_decision(Some(&session_id)).await {
+        tracing::debug!("feedback: {problem}");
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "session_store_unavailable",
+            "the session store cannot be reached, so the streak was not reset; retry shortly",
+        );
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    }
     let body = json!({ "session_id": session_id, "call_id": feedback.call_id, "recorded": true });
     (StatusCode::OK, axum::Json(body)).into_response()
 }
@@ -576,6 +586,21 @@ async fn costly_checks(state: &AppState) -> (bool, Vec<serde_json::Value>) {
             "model": model.name(),
             "ok": result.is_ok(),
             "detail": result.err(),
+        }));
+    }
+    let store = state.engine.pipeline().sessions().store();
+    if store.kind() != "memory" {
+        // Bounded by `session.timeout_ms` inside the store. Every replica shares this Redis,
+        // so while it is down every replica answers 503 here (see docs/deploy.md).
+        let result = store.ready().await;
+        ready &= result.is_ok();
+        checks.push(json!({
+            "name": "session store",
+            "store": store.kind(),
+            "ok": result.is_ok(),
+            // The kind only (`timeout`, `unreachable`, `refused`): `/readyz` needs no token,
+            // and Redis's own messages stay in the service's log.
+            "detail": result.err().map(|error| error.kind()),
         }));
     }
     if let Some(audit) = &state.audit {
@@ -625,7 +650,7 @@ async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
         healthy: audit.is_healthy(),
     });
     let scrape = metrics::Scrape {
-        sessions: state.engine.pipeline().sessions().tracked_sessions(),
+        sessions: state.engine.pipeline().sessions().tracked_sessions().unwrap_or(0),
         parser_panics: crate::gate::shell::caught_parser_panics(),
         audit,
         decision_slots_busy: state.max_concurrency.saturating_sub(state.decision_slots.available_permits()),

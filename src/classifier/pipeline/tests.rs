@@ -283,7 +283,7 @@ async fn session_policy_locks_after_three_denials_and_a_human_resets_it() {
     assert!(record.session_locked);
     // Gate decisions are untouched by the session policy.
     assert_eq!(decide_one(&pipeline, "ls").await.decision.decision, Decision::Allow);
-    pipeline.sessions().record_human_decision(Some("s"));
+    pipeline.sessions().record_human_decision(Some("s")).await.unwrap();
     assert_eq!(decide_one(&pipeline, CLASSIFIED).await.decision.stage, Stage::Review);
 }
 
@@ -476,7 +476,63 @@ async fn each_failure_mode_has_an_honest_reason_code() {
     rows.push(row("no model slot frees within the screen's timeout", &screen_busy));
     rows.push(row("no model slot frees within the review's timeout, on_error ask", &review_busy));
 
+    // The session store (Redis) cannot be reached.
+    let (classified, costly) = unreachable_store_records().await;
+    rows.push(row("session store unreachable, classified call", &classified));
+    rows.push(row("session store unreachable, costly call", &costly));
+
     insta::assert_snapshot!(rows.join("\n"));
+}
+
+/// A config whose session store is a Redis that refuses connections: a loopback port just
+/// freed, so nothing listens there.
+fn with_unreachable_redis(mut config: Config) -> Config {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    config.session.store = crate::config::SessionStoreKind::Redis;
+    config.session.redis_url = Some(format!("redis://127.0.0.1:{port}"));
+    config
+}
+
+fn with_costly_tool(mut config: Config) -> Config {
+    let defined = Config::from_toml_str(
+        "t",
+        "[[tools.define]]\nname = \"create_vm\"\nread_only = false\ndestructive = false\nopen_world = false\nreversibility = \"costly\"\n",
+    )
+    .unwrap();
+    config.tools.define = defined.tools.define;
+    config
+}
+
+/// With an unreachable store: a classified call's and a costly call's records.
+async fn unreachable_store_records() -> (DecisionRecord, DecisionRecord) {
+    let screen_model = scripted(ScriptedModel::answer_all("allow"));
+    let decided = pipeline(&with_costly_tool(with_unreachable_redis(config(Mode::Auto))), screen(&screen_model), None);
+    let classified = decide_one(&decided, CLASSIFIED).await;
+    let mut costly = request(&["x"]);
+    costly.pending[0].name = "create_vm".to_owned();
+    let costly = decided.decide(&costly).await.remove(0);
+    (classified, costly)
+}
+
+#[tokio::test]
+async fn an_unreachable_session_store_fails_only_the_calls_that_need_it() {
+    let screen_model = scripted(ScriptedModel::answer_all("allow"));
+    let decided = pipeline(&with_costly_tool(with_unreachable_redis(config(Mode::Auto))), screen(&screen_model), None);
+    let mut mixed = request(&["ls", CLASSIFIED, "x", "cat README.md"]);
+    mixed.pending[2].name = "create_vm".to_owned();
+    let records = decided.decide(&mixed).await;
+    let answers: Vec<(Decision, Option<&str>)> =
+        records.iter().map(|record| (record.decision.decision, record.decision.reason_code.as_deref())).collect();
+    assert_eq!(
+        answers,
+        [
+            (Decision::Allow, Some("known_safe_command")),
+            (Decision::Ask, Some("session_store_unavailable")),
+            (Decision::Ask, Some("session_store_unavailable")),
+            (Decision::Allow, Some("known_safe_command")),
+        ]
+    );
+    assert!(screen_model.seen().is_empty(), "no model is asked on an unread session");
 }
 
 /// Records of a screen and of a review that never got a model slot: the process has one slot,
