@@ -1047,6 +1047,19 @@ impl Gate {
             .chain(arguments.write_paths.iter().map(|field| (field, Access::Write)));
         for (field, access) in fields {
             match call.input.get(field.as_str()) {
+                // A host may trim or otherwise clean a path before it uses it (Claude Code's Grep
+                // trims `path` with JavaScript's `trim()` before expanding `~`, so ` ~` is the
+                // home directory there and a workspace name here; red-team round 36): a path
+                // with blanks at either end or a control character is not judged, it is refused.
+                Some(Value::String(path)) if !path.is_empty() && !path_is_plain(path) => {
+                    unit.path_tier = unit.path_tier.max(Tier::High);
+                    unit.add(
+                        ReasonCode::MalformedArguments,
+                        field.as_str(),
+                        "has blanks at an end or a control character, which the host may strip before it uses the path",
+                        None,
+                    );
+                }
                 Some(Value::String(path)) if !path.is_empty() => {
                     self.judge_path(&mut unit, path, access, cwd, workspace)
                 }
@@ -1350,8 +1363,9 @@ fn shell_field_is_routine(name: &str, value: &Value, command_field: &str) -> boo
 /// Calls whose input turns a routine tool into one that runs code or changes the agent's own
 /// configuration (red-team round 35): Claude Code's `Agent` (formerly `Task`) with
 /// `isolation: "worktree"` runs `git worktree add`, which runs the repository's hooks, as
-/// `EnterWorktree` does; `CronCreate` with `durable: true` writes `.claude/scheduled_tasks.json`,
-/// so the prompt fires in later sessions.
+/// `EnterWorktree` does; `ExitWorktree` with any action but `keep` deletes the worktree;
+/// `CronCreate` with `durable: true` writes `.claude/scheduled_tasks.json`, so the prompt fires
+/// in later sessions.
 fn input_escalation(call: &PendingCall) -> Option<Unit> {
     let set = |field: &str| call.input.get(field).is_some_and(|value| !value.is_null() && value != &Value::Bool(false));
     let (code, subject, detail) = match call.name.as_str() {
@@ -1362,6 +1376,13 @@ fn input_escalation(call: &PendingCall) -> Option<Unit> {
                 "starts the agent in a new git worktree, whose checkout runs the repository's hooks",
             )
         }
+        // `remove` deletes the session's worktree, and with `discard_changes` its uncommitted
+        // work and unmerged commits too (Claude Code marks it destructive; round 36).
+        "ExitWorktree" if call.input.get("action").and_then(Value::as_str) != Some("keep") => (
+            ReasonCode::ModeTier,
+            "action",
+            "removes the worktree (with `discard_changes`, its uncommitted work and commits): destructive",
+        ),
         "CronCreate" if set("durable") => (
             ReasonCode::AgentPolicyPath,
             "durable",
@@ -1372,6 +1393,13 @@ fn input_escalation(call: &PendingCall) -> Option<Unit> {
     let mut unit = Unit::new(Tier::High, code);
     unit.add(code, subject, detail, None);
     Some(unit)
+}
+
+/// Whether a path has no blank at either end (JavaScript's `trim()` blanks, U+FEFF included)
+/// and no control character, so every host uses exactly the text the gate judged.
+fn path_is_plain(path: &str) -> bool {
+    let blank = |c: char| c.is_whitespace() || c == '\u{feff}';
+    !path.starts_with(blank) && !path.ends_with(blank) && !path.chars().any(char::is_control)
 }
 
 fn runs_system_program(name: &str) -> bool {

@@ -722,25 +722,53 @@ fn ci_config_location(path: &str) -> bool {
     let within = |first: &str, second: Option<&str>| {
         components.windows(2).any(|pair| pair[0] == first && second.is_none_or(|second| pair[1] == second))
     };
-    // Writing the directory itself (`mv draft .github`) creates whatever the draft holds.
-    matches!(components.last(), Some(&".github" | &".circleci" | &".buildkite"))
-        || within(".github", Some("workflows"))
-        || within(".github", Some("actions"))
-        || within(".circleci", None)
-        || within(".buildkite", None)
-        || matches!(
-            basename(&lower),
-            ".gitlab-ci.yml"
-                | ".gitlab-ci.yaml"
-                | "jenkinsfile"
-                | "azure-pipelines.yml"
-                | "azure-pipelines.yaml"
-                | "bitbucket-pipelines.yml"
-                | ".travis.yml"
-                | ".drone.yml"
-                | "cloudbuild.yaml"
-                | "cloudbuild.yml"
-        )
+    // Directories whose every file a CI service reads: writing the directory itself (`mv draft
+    // .github`) creates whatever the draft holds. Gitea and Forgejo run `.gitea/workflows` and
+    // `.forgejo/workflows` like GitHub's (red-team round 36).
+    const CI_DIRECTORIES: [&str; 9] = [
+        ".circleci",
+        ".buildkite",
+        ".woodpecker",
+        ".semaphore",
+        ".tekton",
+        ".harness",
+        ".teamcity",
+        ".gitlab",
+        ".drone",
+    ];
+    const FORGE_DIRECTORIES: [&str; 3] = [".github", ".gitea", ".forgejo"];
+    // Pipeline files CI services read from the repository root (and wherever a monorepo
+    // points them).
+    const CI_FILES: [&str; 24] = [
+        ".gitlab-ci.yml",
+        ".gitlab-ci.yaml",
+        "jenkinsfile",
+        "azure-pipelines.yml",
+        "azure-pipelines.yaml",
+        "bitbucket-pipelines.yml",
+        ".travis.yml",
+        ".drone.yml",
+        ".drone.yaml",
+        "cloudbuild.yaml",
+        "cloudbuild.yml",
+        ".woodpecker.yml",
+        ".woodpecker.yaml",
+        ".cirrus.yml",
+        ".cirrus.star",
+        "appveyor.yml",
+        ".appveyor.yml",
+        "buildspec.yml",
+        "buildspec.yaml",
+        "codemagic.yaml",
+        "bitrise.yml",
+        "wercker.yml",
+        ".gitpod.yml",
+        "render.yaml",
+    ];
+    components.last().is_some_and(|last| CI_DIRECTORIES.contains(last) || FORGE_DIRECTORIES.contains(last))
+        || FORGE_DIRECTORIES.iter().any(|forge| within(forge, Some("workflows")) || within(forge, Some("actions")))
+        || CI_DIRECTORIES.iter().any(|directory| within(directory, None))
+        || CI_FILES.contains(&basename(&lower))
 }
 
 /// `/proc/PID/environ`, `mem`, `cmdline` and friends (also `self`, `thread-self`, tasks):

@@ -167,7 +167,10 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
             // Agents. A subagent's or workflow's own calls come through the hook one by one;
             // launching it changes nothing by itself.
             spec("Agent", WRITE, none()),
-            spec("Workflow", WRITE, none()),
+            // A workflow is a script Claude Code runs, which can start agents in new git
+            // worktrees (`agent(prompt, {isolation: 'worktree'})` runs the repository's hooks;
+            // red-team round 36): code the gate cannot read.
+            spec("Workflow", EXECUTE, none()),
             spec("TeamCreate", WRITE, none()),
             spec("TeamDelete", WRITE, none()),
             spec("ListAgents", READ, none()),
