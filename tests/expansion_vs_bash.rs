@@ -50,9 +50,11 @@ const WORD_CASES: u32 = 160;
 /// Batches of disguised commands.
 const COMMAND_CASES: u32 = 40;
 /// The gate must claim to know at least this share of the generated words that zsh reads as
-/// bash does (about 72% in practice: the rest are `~user` forms and other run-time values),
-/// so the comparison is never vacuous.
-const MIN_KNOWN_SHARE: f64 = 0.60;
+/// bash does, so the comparison is never vacuous. About 59–62% in practice (the words are
+/// random on each run): the rest are `~user` forms, other run-time values, and brace sequences
+/// the gate leaves unknown because zsh reads a part of them otherwise. A floor well below that
+/// range keeps the test independent of the draw.
+const MIN_KNOWN_SHARE: f64 = 0.45;
 /// The characters a test word may hold: nothing that substitutes, redirects or ends a command.
 const SAFE_CHARS: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789./=,:-+_{}'\"\\ *?[]~";
 
