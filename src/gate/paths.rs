@@ -567,7 +567,10 @@ fn bracket(pattern: &[char], open: usize, c: char) -> Option<(bool, usize)> {
 /// sample sensitive names, following bash (`*` does not match a leading dot); a bare `*`
 /// carries no intent and is not flagged. Plain paths return `false`.
 pub fn glob_may_match_sensitive(raw: &str) -> bool {
-    const SAMPLES: [&str; 27] = [
+    // `..` too: dash, and bash before 5.2 (or with `globskipdots` off), let `.[.]` and `.?`
+    // match the parent entry, so `.[.]/.[.]/home` climbs out (red-team round 37).
+    const SAMPLES: [&str; 28] = [
+        "..",
         ".env",
         ".env.local",
         "id_rsa",
