@@ -161,7 +161,10 @@ impl AuditLog {
         // A weak handle, so the ticker never keeps the writer alive after the last `AuditLog`.
         let ticker = sender.downgrade();
         tokio::spawn(async move {
-            let mut interval = tokio::time::interval(flush_interval);
+            // The first tick one interval from now: `interval`'s immediate first tick could land
+            // behind later messages and retry a failing log while a caller that had just synced
+            // reads the file (its cut-back retry then shows a torn line for an instant).
+            let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + flush_interval, flush_interval);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 interval.tick().await;
