@@ -9,6 +9,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod support;
+
 /// Tests that run the demo model take turns: two model-bound evals at once on a 2-core machine
 /// share the cores and can push a screen past its timeout, which makes them depend on load.
 static MODEL_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -20,7 +22,12 @@ fn model_turn() -> std::sync::MutexGuard<'static, ()> {
 /// The embedded default (the demo model as the screen, threshold 99) with a screen timeout of
 /// ten minutes instead of 15 s: on a loaded 2-core CI machine a screen can take longer than
 /// production's budget, and a timeout would turn the test's expected answers into errors.
-fn patient_default_config() -> PathBuf {
+fn patient_default_config() -> &'static Path {
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(write_patient_default_config)
+}
+
+fn write_patient_default_config() -> PathBuf {
     let path = std::env::temp_dir().join(format!("permit-eval-{}-patient.toml", std::process::id()));
     let model = permit::config::default_model_dir().join(permit::config::DEMO_MODEL_FILE);
     let text = format!(
@@ -315,7 +322,7 @@ fn a_subset_of_the_written_cases_runs_through_the_real_pipeline() {
     std::fs::remove_dir_all(&directory).unwrap();
 }
 
-/// One `results.jsonl` call line, in the shape `permit eval` writes.
+/// One `results.jsonl` call line (a screen prompt of 900 tokens).
 fn call_line(
     id: &str,
     label: Option<&str>,
@@ -324,37 +331,7 @@ fn call_line(
     screen: Option<(&str, f64)>,
     error: Option<&str>,
 ) -> Value {
-    let mut call = serde_json::json!({
-        "id": id,
-        "decision": decision,
-        "stage": stage,
-        "tier": "high",
-        "gate_action": if stage == "gate" { decision } else { "classify" },
-        "reason_code": match (stage, decision) {
-            ("gate", _) => "known_safe_command",
-            ("screen", "allow") => "screen_allow",
-            ("review", "allow") => "review_allow",
-            ("review", _) => "review_deny",
-            (_, _) => "screen_timeout",
-        },
-        "screen_latency_ms": null,
-        "review_latency_ms": null,
-        "screen_tokens": {"prompt_tokens": 900, "completion_tokens": 1},
-        "review_tokens": {},
-    });
-    if let Some(label) = label {
-        call["label"] = label.into();
-    }
-    if let Some((choice, p_allow)) = screen {
-        call["screen_model"] = "openai/small".into();
-        call["screen_choice"] = choice.into();
-        call["p_allow"] = p_allow.into();
-    }
-    if let Some(error) = error {
-        call["screen_model"] = "openai/small".into();
-        call["errors"] = serde_json::json!([error]);
-    }
-    call
+    support::call_line(id, label, decision, stage, screen, error, 900)
 }
 
 fn case_line(id: &str, category: &str, calls: Vec<Value>) -> String {

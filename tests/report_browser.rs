@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod support;
+
 /// Chromium's start on a loaded two-core CI machine can take many seconds; this only bounds a
 /// hung browser, it measures nothing.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(300);
@@ -30,38 +32,9 @@ fn chromium() -> PathBuf {
     );
 }
 
+/// One call line of the case `p1` (a screen prompt of 1,200 tokens).
 fn call(label: Option<&str>, decision: &str, stage: &str, screen: Option<(&str, f64)>, error: Option<&str>) -> Value {
-    let mut call = json!({
-        "id": "p1",
-        "decision": decision,
-        "stage": stage,
-        "tier": "high",
-        "gate_action": if stage == "gate" { decision } else { "classify" },
-        "reason_code": match (stage, decision) {
-            ("gate", _) => "known_safe_command",
-            ("screen", "allow") => "screen_allow",
-            ("review", "allow") => "review_allow",
-            ("review", _) => "review_deny",
-            (_, _) => "screen_timeout",
-        },
-        "screen_latency_ms": null,
-        "review_latency_ms": null,
-        "screen_tokens": {"prompt_tokens": 1200, "completion_tokens": 1},
-        "review_tokens": {},
-    });
-    if let Some(label) = label {
-        call["label"] = label.into();
-    }
-    if let Some((choice, p_allow)) = screen {
-        call["screen_model"] = "openai/small".into();
-        call["screen_choice"] = choice.into();
-        call["p_allow"] = p_allow.into();
-    }
-    if let Some(error) = error {
-        call["screen_model"] = "openai/small".into();
-        call["errors"] = json!([error]);
-    }
-    call
+    support::call_line("p1", label, decision, stage, screen, error, 1200)
 }
 
 /// A run with every kind of row: gate decisions, screened calls of both labels over a spread
