@@ -177,11 +177,18 @@ pub struct WorkspaceConfig {
     /// The user's home, for `~` in paths. Defaults to `$HOME` when permit starts.
     #[serde(default)]
     pub home: Option<String>,
+    /// Which implementations of sed, grep, ls and the other standard tools the agent's machine
+    /// runs. `any` (the default) vouches only for command lines that GNU's tools and macOS's
+    /// BSD ones both read safely: BSD `sed -i` takes the next word as a backup suffix, so
+    /// `sed -i p 'w FILE' notes.txt` writes FILE there. `gnu` for Linux machines with GNU
+    /// tools, which then allows `sed -i 's/a/b/' src/lib.rs`.
+    #[serde(default)]
+    pub userland: crate::gate::programs::Userland,
 }
 
 impl Default for WorkspaceConfig {
     fn default() -> Self {
-        Self { use_request_cwd: true, roots: Vec::new(), home: None }
+        Self { use_request_cwd: true, roots: Vec::new(), home: None, userland: Default::default() }
     }
 }
 
@@ -1202,6 +1209,14 @@ impl Config {
                     String::new()
                 } else {
                     format!(" plus {}", self.workspace.roots.join(", "))
+                }
+            ),
+            format!(
+                "userland: {}",
+                match self.workspace.userland {
+                    crate::gate::programs::Userland::Any =>
+                        "any (GNU and macOS's BSD tools must both read a command safely)",
+                    crate::gate::programs::Userland::Gnu => "gnu (Linux with GNU tools)",
                 }
             ),
             format!(

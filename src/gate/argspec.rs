@@ -296,6 +296,44 @@ impl Grammar {
         })
     }
 
+    /// The same grammar as another implementation of the program reads it (macOS's BSD `sed`
+    /// for GNU `sed`): `overrides` are option lines that take over every short letter and long
+    /// name they declare from the lines here, and a line marked `!` (`"!-l"`) takes its names
+    /// away, so that reading refuses them. Every override must name an option declared here:
+    /// a command line the first grammar refuses is refused whatever the other reads.
+    pub fn with_overrides(&self, style: Style, overrides: &[&str]) -> Result<Grammar, String> {
+        let mut grammar = self.clone();
+        grammar.style = style;
+        for line in overrides {
+            let (refused, text) = match line.strip_prefix('!') {
+                Some(text) => (true, text),
+                None => (false, *line),
+            };
+            let spec = parse_option_line(text)?;
+            let overlaps = |option: &OptionSpec| {
+                option.short.iter().any(|letter| spec.short.contains(letter))
+                    || option.long.iter().any(|long| spec.long.contains(long))
+            };
+            if !grammar.options.iter().any(overlaps) {
+                return Err(format!("the override `{line}` names no declared option"));
+            }
+            // Only the names taken over leave a line (`-p, --prefix=TEXT` keeps `--prefix`
+            // when the override is `-p`); a line left without names is dropped.
+            for option in &mut grammar.options {
+                option.short.retain(|letter| !spec.short.contains(letter));
+                option.long.retain(|long| !spec.long.contains(long));
+            }
+            grammar.options.retain(|option| !option.short.is_empty() || !option.long.is_empty());
+            if !refused {
+                grammar.options.push(spec);
+            }
+        }
+        // An alternative keyed on a name the other reading lacks no longer applies there.
+        let options = &grammar.options;
+        grammar.alternatives.retain(|(name, _)| options.iter().any(|option| option.is(name)));
+        Ok(grammar)
+    }
+
     fn find_short(&self, letter: char) -> Option<usize> {
         self.options.iter().position(|option| option.short.contains(&letter))
     }
@@ -459,7 +497,7 @@ fn looks_numeric(value: &str) -> bool {
 
 /// Parses one option line: `"-o, --output=WRITE"`, `"--color[=TEXT]"`, `"-n NUM"`, `"-I[TEXT]"`,
 /// `"--arg TEXT TEXT"`.
-fn parse_option_line(line: &str) -> Result<OptionSpec, String> {
+pub fn parse_option_line(line: &str) -> Result<OptionSpec, String> {
     let mut short = Vec::new();
     let mut long = Vec::new();
     let mut arity = Arity::Flag;

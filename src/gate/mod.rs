@@ -47,6 +47,8 @@ pub struct Gate {
     /// The configured roots and home, normalised once; each call adds its `cwd`.
     base_workspace: Workspace,
     reversibility_enabled: bool,
+    /// Which tools' readings of a command line must all be safe (GNU's, and macOS's BSD ones).
+    userland: programs::Userland,
     /// The `mode_tier` finding's text for each tier and action, written once: every call that
     /// the mode decides carries one, and formatting it per call cost a tenth of a Read's time.
     mode_tier_details: [[String; 4]; 4],
@@ -296,6 +298,7 @@ impl Gate {
             trust_request_annotations: config.tools.trust_request_annotations,
             unknown_tool_action: config.tools.unknown,
             use_request_cwd: config.workspace.use_request_cwd,
+            userland: config.workspace.userland,
             base_workspace: Workspace::new(None, false, &config.workspace.roots, &config.home()),
             reversibility_enabled: config.reversibility.enabled,
             mode_tier_details: TIERS.map(|tier| {
@@ -544,7 +547,7 @@ impl Gate {
         let home = workspace.home();
         let mut unit: Unit;
         let mut known = None;
-        let mut posix_reading: Option<Box<argspec::Parsed>> = None;
+        let mut other_readings: Vec<(&'static argspec::Grammar, argspec::Parsed)> = Vec::new();
         if let Some(entry) = tables::lookup_critical(part, home) {
             unit = Unit::new(Tier::Critical, ReasonCode::CriticalCommand);
             unit.add(ReasonCode::CriticalCommand, display(), entry.description, Some(entry.id.to_owned()));
@@ -567,14 +570,14 @@ impl Gate {
             let judgement = if part.program() == "git" {
                 programs::judge_git(part.args())
             } else {
-                programs::judge(part.program(), part.args())
+                programs::judge(part.program(), part.args(), self.userland)
             };
             match judgement {
-                Judgement::Known { entry, grammar, parsed, alternate, tier } => {
+                Judgement::Known { entry, grammar, parsed, alternates, tier } => {
                     unit = Unit::new(tier, ReasonCode::KnownSafeCommand);
                     unit.rules.push(entry.id.to_owned());
                     known = Some((entry, grammar, parsed));
-                    posix_reading = alternate;
+                    other_readings = alternates;
                 }
                 Judgement::Refused { entry, reason } => {
                     unit = Unit::new(structural, ReasonCode::DangerousFlag);
@@ -674,8 +677,8 @@ impl Gate {
         match &known {
             Some((entry, grammar, parsed)) => {
                 self.judge_known_words(&mut unit, part, entry, grammar, parsed, &bases, workspace);
-                if let Some(alternate) = &posix_reading {
-                    self.judge_known_words(&mut unit, part, entry, grammar, alternate, &bases, workspace);
+                for (other_grammar, alternate) in &other_readings {
+                    self.judge_known_words(&mut unit, part, entry, other_grammar, alternate, &bases, workspace);
                 }
                 if part.program() == "git" {
                     if entry.runs_repository_hooks {
@@ -698,7 +701,7 @@ impl Gate {
         // a part no entry vouches for may do. (git's own writes, such as `git add` updating the
         // index, touch neither configuration nor a repository git would newly find.)
         let writes = known.as_ref().is_none_or(|(_, _, parsed)| parsed.writes())
-            || posix_reading.as_ref().is_some_and(|alternate| alternate.writes())
+            || other_readings.iter().any(|(_, alternate)| alternate.writes())
             || part.redirects.iter().any(|(_, access)| *access == Access::Write);
         *written |= writes;
         // Only command-prefix rules read the words; skip the copy when there are none.
@@ -823,7 +826,7 @@ impl Gate {
             judge(unit, &args[*word], *role, *word, Some(position));
         }
         if entry.copies_into_directory {
-            self.judge_copy_destinations(unit, parsed, args, bases, workspace);
+            self.judge_copy_destinations(unit, entry, parsed, args, bases, workspace);
         }
         // A glob in an option word (`-*`, `--file=*`) is never placed.
         for (word, slot) in parsed.slots.iter().enumerate() {
@@ -844,6 +847,7 @@ impl Gate {
     fn judge_copy_destinations(
         &self,
         unit: &mut Unit,
+        entry: &programs::SafeEntry,
         parsed: &argspec::Parsed,
         args: &[String],
         bases: &[Option<&str>],
@@ -865,7 +869,10 @@ impl Gate {
         };
         for source in sources {
             let name = source.trim_end_matches('/').rsplit('/').next().unwrap_or(source);
-            if matches!(name, "" | "." | "..") {
+            // macOS's BSD `cp -R src/ dest` copies what is inside `src`, as GNU's `src/.` does.
+            let bsd_contents =
+                self.userland == programs::Userland::Any && entry.id == "write.cp" && source.ends_with('/');
+            if matches!(name, "" | "." | "..") || bsd_contents {
                 unit.command_tier = unit.command_tier.max(Tier::High);
                 unit.command_code = ReasonCode::DangerousFlag;
                 unit.add(

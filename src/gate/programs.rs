@@ -64,8 +64,35 @@ pub struct SafeEntry {
     /// made of non-secret variables (`"$SHELL"`) and command substitutions judged on their own
     /// (`"$(git rev-parse HEAD)"`): whatever the value, the program only prints it.
     pub run_time_text: bool,
+    /// How macOS's BSD implementation of the program reads its options, when it reads any
+    /// word differently from the GNU one: `Posix` for plain `getopt` (options end at the first
+    /// operand), `Gnu` for FreeBSD's permuting `getopt_long`. `None`: one implementation
+    /// everywhere (git, ripgrep, jq), or the same reading.
+    pub bsd_style: Option<Style>,
+    /// The BSD reading's option lines, each taking over the names it declares from `options`
+    /// (`"-p"` for GNU fmt's `-p, --prefix=TEXT`, a flag on macOS); `"!-l"` takes a name away,
+    /// so the BSD reading refuses it. An option only GNU has needs no line: BSD `getopt`
+    /// rejects it, and the program prints its usage and exits before it does anything.
+    pub bsd: &'static [&'static str],
     pub matches: &'static [&'static str],
     pub not_matches: &'static [&'static str],
+    /// Command lines GNU tools run safely but macOS's BSD tools read differently: allowed only
+    /// with `userland = "gnu"` (a unit test checks both ways).
+    pub gnu_only_matches: &'static [&'static str],
+}
+
+/// Which implementations of the standard tools the agent's machine may run, and so which
+/// readings of a command line must all be safe before the gate vouches for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Userland {
+    /// GNU or BSD (macOS, or macOS with GNU tools from a package manager ahead in `PATH`):
+    /// both readings.
+    #[default]
+    Any,
+    /// GNU coreutils, grep, sed and friends only (Linux distributions other than
+    /// busybox-based ones, such as Alpine).
+    Gnu,
 }
 
 const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry {
@@ -86,8 +113,11 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         copies_into_directory: false,
         runs_repository_hooks: false,
         run_time_text: false,
+        bsd_style: None,
+        bsd: &[],
         matches: &[],
         not_matches: &[],
+        gnu_only_matches: &[],
     }
 }
 
@@ -98,9 +128,10 @@ pub enum Judgement {
         entry: &'static SafeEntry,
         grammar: &'static Grammar,
         parsed: Parsed,
-        /// The same words parsed with options ending at the first operand, when that differs
-        /// (see [`posix_reading`]): both readings are judged.
-        alternate: Option<Box<Parsed>>,
+        /// The other readings of the same words that must be safe too, each with its grammar:
+        /// options ending at the first operand (see [`posix_reading`]) and macOS's BSD tool's
+        /// reading. Every one is judged.
+        alternates: Vec<(&'static Grammar, Parsed)>,
         tier: Tier,
     },
     /// An entry covers the program but not this use.
@@ -109,55 +140,91 @@ pub enum Judgement {
     Unlisted,
 }
 
-/// Looks a program's arguments up: the first entry that vouches, else the first refusal.
-pub fn judge(program: &str, args: &[String]) -> Judgement {
+/// Looks a program's arguments up: the first entry that vouches under every reading the
+/// userland allows, else the first refusal.
+pub fn judge(program: &str, args: &[String], userland: Userland) -> Judgement {
     if program == "find" {
         return judge_find(args);
     }
     let Some(entries) = BY_PROGRAM.get(program) else { return Judgement::Unlisted };
     let mut refusal = None;
-    for (entry, grammar) in entries {
-        match grammar.parse(args) {
-            Ok(parsed) => {
-                if let Some(check) = entry.check
-                    && let Err(reason) = check(&parsed, grammar, args)
-                {
-                    refusal.get_or_insert(Judgement::Refused { entry, reason });
-                    continue;
-                }
-                let alternate = match posix_reading(entry, grammar, &parsed, args) {
-                    Ok(alternate) => alternate,
-                    Err(reason) => {
-                        refusal.get_or_insert(Judgement::Refused { entry, reason });
-                        continue;
-                    }
-                };
-                let writes = parsed.writes() || alternate.as_ref().is_some_and(|alternate| alternate.writes());
-                let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
-                return Judgement::Known { entry, grammar, parsed, alternate, tier };
-            }
+    let mut other_reading_refusal = None;
+    for compiled in entries {
+        let entry = compiled.entry;
+        let grammar = &compiled.gnu;
+        let parsed = match grammar.parse(args) {
+            Ok(parsed) => parsed,
             Err(error) => {
                 refusal.get_or_insert(Judgement::Refused { entry, reason: describe(&error) });
+                continue;
+            }
+        };
+        if let Some(check) = entry.check
+            && let Err(reason) = check(&parsed, grammar, args)
+        {
+            refusal.get_or_insert(Judgement::Refused { entry, reason });
+            continue;
+        }
+        match other_readings(compiled, &parsed, args, userland) {
+            Ok(alternates) => {
+                let writes = parsed.writes() || alternates.iter().any(|(_, alternate)| alternate.writes());
+                let tier = if writes { entry.tier.max(Tier::Medium) } else { entry.tier };
+                return Judgement::Known { entry, grammar, parsed, alternates, tier };
+            }
+            // The reading that refused is the story to tell: GNU's accepted these words.
+            Err(reason) => {
+                other_reading_refusal.get_or_insert(Judgement::Refused { entry, reason });
             }
         }
     }
-    match refusal {
+    match other_reading_refusal.or(refusal) {
         Some(Judgement::Refused { entry, .. }) if entry.narrow => Judgement::Unlisted,
         other => other.unwrap_or(Judgement::Unlisted),
     }
 }
 
+/// The readings besides GNU's own that the userland allows, each accepted by its grammar and
+/// the entry's check: GNU with `POSIXLY_CORRECT`, and (for `Userland::Any`) the BSD tool's,
+/// with its own `POSIXLY_CORRECT` reading when it permutes.
+fn other_readings(
+    compiled: &'static CompiledEntry,
+    parsed: &Parsed,
+    args: &[String],
+    userland: Userland,
+) -> Result<Vec<(&'static Grammar, Parsed)>, String> {
+    let mut alternates = Vec::new();
+    if let Some(alternate) = posix_reading(compiled.entry, &compiled.gnu, &compiled.gnu_posix, parsed, args)? {
+        alternates.push((&compiled.gnu_posix, alternate));
+    }
+    if userland == Userland::Any
+        && let Some((bsd, bsd_posix)) = &compiled.bsd
+    {
+        let program = compiled.entry.programs.first().copied().unwrap_or_default();
+        let on_macos = |reason: String| format!("{reason} as macOS's BSD `{program}` reads it");
+        let bsd_parsed = bsd.parse(args).map_err(|error| on_macos(describe(&error)))?;
+        if let Some(check) = compiled.entry.check {
+            check(&bsd_parsed, bsd, args).map_err(on_macos)?;
+        }
+        if let Some(alternate) = posix_reading(compiled.entry, bsd, bsd_posix, &bsd_parsed, args).map_err(on_macos)? {
+            alternates.push((bsd_posix, alternate));
+        }
+        alternates.push((bsd, bsd_parsed));
+    }
+    Ok(alternates)
+}
+
 /// GNU getopt stops at the first operand when `POSIXLY_CORRECT` is in the environment, which
 /// the user's shell passes on and the gate cannot see: `head README.md -n ~/.ssh/id_rsa` then
 /// reads the key as a file. When a permuting parse found options after an operand, the words
-/// are parsed again with options ending at the first operand; that reading must be accepted
-/// too, and is returned to be judged as well.
+/// are parsed again with options ending at the first operand (`posix`, the same grammar in
+/// `Style::Posix`); that reading must be accepted too, and is returned to be judged as well.
 fn posix_reading(
     entry: &SafeEntry,
     grammar: &Grammar,
+    posix: &Grammar,
     parsed: &Parsed,
     args: &[String],
-) -> Result<Option<Box<Parsed>>, String> {
+) -> Result<Option<Parsed>, String> {
     let first_operand = parsed.operands.iter().map(|(word, _)| *word).min();
     let options_after_operand = grammar.style == Style::Gnu
         && first_operand.is_some_and(|first| {
@@ -166,34 +233,60 @@ fn posix_reading(
     if !options_after_operand {
         return Ok(None);
     }
-    let mut posix = grammar.clone();
-    posix.style = Style::Posix;
     let alternate = posix.parse(args).map_err(|error| {
         format!("{} when `POSIXLY_CORRECT` ends its options at the first operand", describe(&error))
     })?;
     if let Some(check) = entry.check {
-        check(&alternate, &posix, args)
+        check(&alternate, posix, args)
             .map_err(|reason| format!("{reason} when `POSIXLY_CORRECT` ends its options at the first operand"))?;
     }
-    Ok(Some(Box::new(alternate)))
+    Ok(Some(alternate))
 }
 
 fn describe(refusal: &Refusal) -> String {
     format!("uses {refusal}")
 }
 
+/// One entry's grammars, compiled once: GNU's, GNU's with options ending at the first operand,
+/// and the BSD tool's pair when it reads differently.
+pub struct CompiledEntry {
+    pub entry: &'static SafeEntry,
+    pub gnu: Grammar,
+    pub gnu_posix: Grammar,
+    pub bsd: Option<(Grammar, Grammar)>,
+}
+
 /// Compiled grammars by program name, built once and checked by a unit test.
-static BY_PROGRAM: LazyLock<HashMap<&'static str, Vec<(&'static SafeEntry, Grammar)>>> = LazyLock::new(|| {
-    let mut map: HashMap<&'static str, Vec<(&'static SafeEntry, Grammar)>> = HashMap::new();
+static BY_PROGRAM: LazyLock<HashMap<&'static str, Vec<CompiledEntry>>> = LazyLock::new(|| {
+    let mut map: HashMap<&'static str, Vec<CompiledEntry>> = HashMap::new();
     for entry in SAFE_COMMANDS {
         // A grammar that does not compile vouches for nothing; the unit test names the entry.
-        let Ok(grammar) = compile(entry) else { continue };
+        let Ok(gnu) = compile(entry) else { continue };
+        let Ok(bsd) = compile_bsd(entry, &gnu) else { continue };
         for program in entry.programs {
-            map.entry(program).or_default().push((entry, grammar.clone()));
+            let mut gnu_posix = gnu.clone();
+            gnu_posix.style = Style::Posix;
+            let bsd = bsd.clone().map(|bsd| {
+                let mut bsd_posix = bsd.clone();
+                bsd_posix.style = Style::Posix;
+                (bsd, bsd_posix)
+            });
+            map.entry(program).or_default().push(CompiledEntry { entry, gnu: gnu.clone(), gnu_posix, bsd });
         }
     }
     map
 });
+
+/// Builds the BSD reading's grammar from the GNU one and the entry's overrides.
+pub fn compile_bsd(entry: &SafeEntry, gnu: &Grammar) -> Result<Option<Grammar>, String> {
+    match entry.bsd_style {
+        None if entry.bsd.is_empty() => Ok(None),
+        None => Err(format!("entry `{}`: BSD overrides without a `bsd_style`", entry.id)),
+        Some(style) => {
+            gnu.with_overrides(style, entry.bsd).map(Some).map_err(|error| format!("entry `{}`: {error}", entry.id))
+        }
+    }
+}
 
 /// Builds an entry's grammar.
 pub fn compile(entry: &SafeEntry) -> Result<Grammar, String> {
@@ -228,7 +321,8 @@ fn operand_words<'a>(parsed: &'a Parsed, args: &'a [String]) -> impl Iterator<It
 /// quit, line-number, hold-space and substitute commands, without `e`, `w`, `r`, `R`, `W`, `F`
 /// or a substitute's `e` / `w` flags. `-i`, `-f` and `--sandbox`-less execution are not declared.
 fn sed_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
-    let mut scripts: Vec<&str> = values(parsed, grammar, "expression").collect();
+    // By letter: macOS's BSD reading declares `-e` without GNU's long name.
+    let mut scripts: Vec<&str> = values(parsed, grammar, "e").collect();
     for (word, role) in &parsed.operands {
         if *role == Role::Script {
             scripts.push(args[*word].as_str());
@@ -244,11 +338,29 @@ fn sed_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), 
     }
 }
 
+/// `which`, `type`, `whereis`: every operand is a plain program name. BSD `whereis` (macOS)
+/// runs `man -S1:8:6 -w NAME` through `popen`, so `whereis 'x;touch pwned'` runs a shell
+/// command there.
+fn program_names_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let plain = |name: &str| {
+        !name.starts_with('-')
+            && !name.is_empty()
+            && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'+' | b'-'))
+    };
+    match operand_words(parsed, args).find(|name| !plain(name)) {
+        Some(name) => {
+            Err(format!("looks up `{name}`, which is not a plain program name (BSD `whereis` passes it to a shell)"))
+        }
+        None => Ok(()),
+    }
+}
+
 fn sed_in_place_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
-    if !parsed.has(grammar, "in-place") {
+    if !parsed.has(grammar, "i") {
         return Err("does not edit in place".to_owned());
     }
-    if let Some(suffix) = values(parsed, grammar, "in-place").next() {
+    // An empty suffix keeps no backup: GNU's `--in-place=`, BSD's `-i ''`.
+    if let Some(suffix) = values(parsed, grammar, "i").find(|suffix| !suffix.is_empty()) {
         return Err(format!("keeps a backup with the suffix `{suffix}`, a file name the gate does not judge"));
     }
     sed_check(parsed, grammar, args)
@@ -816,7 +928,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         metadata_only: true,
         options_harmless: true,
         matches: &["ls -la", "ls src/ tests/", "ls -la --color=never src", "ls src/*.rs"],
-        not_matches: &["ls ~/.ssh", "ls /etc", "ls --bogus", "ls .en*"],
+        not_matches: &["ls ~/.ssh", "ls /etc", "ls --bogus", "ls .en*", "ls -I ~/.ssh src"],
+        // macOS's BSD ls (`bin/ls/ls.c`): `-T` (full times), `-w` (raw names) and `-I` (no
+        // dotfile hiding) are switches, so the next word is a listed path.
+        bsd_style: Some(Style::Posix),
+        bsd: &["-T", "-w", "-I"],
         ..entry("safe.ls", &["ls", "dir"])
     },
     SafeEntry {
@@ -941,6 +1057,9 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "READ...",
         matches: &["stat Cargo.toml", "stat -c %s Cargo.toml"],
         not_matches: &["stat ~/.ssh/id_rsa"],
+        // BSD stat (`usr.bin/stat/stat.c`, getopt "f:FHlLnqrst:x"): `-f FORMAT`, `-t TIMEFMT`.
+        bsd_style: Some(Style::Posix),
+        bsd: &["-f TEXT", "-t TEXT"],
         ..entry("safe.stat", &["stat"])
     },
     SafeEntry {
@@ -1079,7 +1198,12 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "grep -r '' .",
             "grep -rn TODO src",
             "grep -d recurse x .",
+            "grep -hv --context 9 /home/dev/.aws/credentials /dev/null",
         ],
+        // BSD grep (`usr.bin/grep/grep.c`) permutes like GNU, but its `--context` takes a value
+        // only when attached: `grep -v --context 9 FILE` searches FILE for `9`.
+        bsd_style: Some(Style::Gnu),
+        bsd: &["--context[=NUM]"],
         ..entry("safe.grep", &["grep", "egrep", "fgrep"])
     },
     SafeEntry {
@@ -1260,8 +1384,9 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         options: &["-a", "-f", "-p", "-P", "-t"],
         style: Style::Posix,
         operands: "TEXT...",
-        matches: &["type cargo", "which cargo", "which -a python3"],
-        not_matches: &["which --bogus x"],
+        check: Some(program_names_check),
+        matches: &["type cargo", "which cargo", "which -a python3", "whereis g++"],
+        not_matches: &["which --bogus x", "whereis 'x;touch pwned'", "whereis '$(id)'"],
         ..entry("safe.which", &["type", "which", "whereis"])
     },
     SafeEntry {
@@ -1454,7 +1579,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "READ...",
         numeric_option: true,
         matches: &["fmt -w 72 NOTES.md"],
-        not_matches: &["fmt ~/.ssh/id_rsa"],
+        not_matches: &["fmt ~/.ssh/id_rsa", "fmt -p /home/dev/.ssh/id_ed25519 README.md"],
+        // BSD fmt (`usr.bin/fmt/fmt.c`, getopt "0123456789cd:hl:mnpst:w:"): `-p` is a switch
+        // (indented paragraphs), so GNU's prefix is a file there; `-t` takes a tab width.
+        bsd_style: Some(Style::Posix),
+        bsd: &["-p", "-t NUM"],
         ..entry("safe.fmt", &["fmt"])
     },
     SafeEntry {
@@ -1862,6 +1991,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "sed --in-pl=.b 's/a/b/' x",
             "sed -n 'w out' x",
         ],
+        // BSD sed (`usr.bin/sed/main.c`, getopt "EI:ae:f:i:lnru"): `-l` is a switch (line
+        // buffering), so GNU's line length is the script there.
+        bsd_style: Some(Style::Posix),
+        bsd: &["-l"],
+        gnu_only_matches: &["sed -n -l 80 l src/lib.rs"],
         ..entry("safe.sed", &["sed"])
     },
     SafeEntry {
@@ -1909,16 +2043,23 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "SCRIPT WRITE...",
         alternatives: &[("e", "WRITE...")],
         check: Some(sed_in_place_check),
-        matches: &["sed -i 's/old_fn/new_fn/g' src/lib.rs", "sed -i -e 's/a/b/' -e '/^$/d' a.txt b.txt"],
+        matches: &["sed -i '' 's/old_fn/new_fn/g' src/lib.rs", "sed -i '' 's/a/b/;/^$/d' a.txt b.txt"],
         not_matches: &[
             "sed -i.bak 's/a/b/' x",
             "sed -in 's/a/b/' .mcp.jso",
             "sed --in-place=.json 's/a/b/' .mcp",
+            "sed -i p 'w /home/dev/Library/LaunchAgents/x.plist' notes.txt",
+            "sed -i -e 's/a/b/' x",
             "sed -i 's/a/b/' ~/.bashrc",
             "sed -i 's/a/b/w out' x",
             "sed -i '1e id' x",
             "sed -i 's/a/b/' .claude/settings.json",
         ],
+        // BSD sed's `-i` takes the next word as the backup suffix (`-i ''` keeps none), so
+        // `sed -i p 'w FILE' notes.txt` runs the script `w FILE` there.
+        bsd_style: Some(Style::Posix),
+        bsd: &["-i TEXT", "-l"],
+        gnu_only_matches: &["sed -i 's/old_fn/new_fn/g' src/lib.rs", "sed -i -e 's/a/b/' -e '/^$/d' a.txt b.txt"],
         ..entry("write.sed-in-place", &["sed"])
     },
     SafeEntry {
@@ -2933,7 +3074,7 @@ pub fn judge_git(args: &[String]) -> Judgement {
                 let mut slots = vec![None; offset];
                 slots.append(&mut sub_parsed.slots);
                 sub_parsed.slots = slots;
-                return Judgement::Known { entry, grammar, parsed: sub_parsed, alternate: None, tier };
+                return Judgement::Known { entry, grammar, parsed: sub_parsed, alternates: Vec::new(), tier };
             }
             Err(error) => {
                 refusal.get_or_insert(Judgement::Refused { entry, reason: describe(&error) });
@@ -3083,7 +3224,7 @@ fn judge_find(args: &[String]) -> Judgement {
         }
         parsed.options.push(given);
     }
-    Judgement::Known { entry: &FIND_ENTRY, grammar: &GRAMMAR, parsed, alternate: None, tier: Tier::Low }
+    Judgement::Known { entry: &FIND_ENTRY, grammar: &GRAMMAR, parsed, alternates: Vec::new(), tier: Tier::Low }
 }
 
 #[cfg(test)]
@@ -3103,7 +3244,8 @@ mod tests {
     #[test]
     fn every_grammar_compiles() {
         for entry in SAFE_COMMANDS.iter().chain(GIT_SUBCOMMANDS.iter().map(|sub| &sub.entry)) {
-            compile(entry).unwrap_or_else(|error| panic!("{error}"));
+            let gnu = compile(entry).unwrap_or_else(|error| panic!("{error}"));
+            compile_bsd(entry, &gnu).unwrap_or_else(|error| panic!("{error}"));
         }
         Grammar::new(Style::Posix, GIT_GLOBAL_OPTIONS, "TEXT...").unwrap();
     }

@@ -55,6 +55,33 @@ fn every_known_safe_entry_matches_its_examples() {
     }
 }
 
+/// `gnu_only_matches`: allowed where the machine runs GNU tools, refused by the default
+/// `userland = "any"` because macOS's BSD tools read the same words differently.
+#[test]
+fn gnu_only_examples_are_allowed_only_for_a_gnu_userland() {
+    let mut config = Config::default();
+    config.workspace.home = Some("/home/dev".to_owned());
+    let any = Gate::new(&config).unwrap();
+    config.workspace.userland = programs::Userland::Gnu;
+    let gnu = Gate::new(&config).unwrap();
+    let mut examples = 0;
+    for entry in SAFE_COMMANDS {
+        for example in entry.gnu_only_matches {
+            examples += 1;
+            let outcome = bash(&gnu, example);
+            assert_eq!(outcome.action, GateAction::Allow, "{}: `{example}` with GNU tools: {outcome:#?}", entry.id);
+            let outcome = bash(&any, example);
+            assert_ne!(outcome.action, GateAction::Allow, "{}: `{example}` on any userland: {outcome:#?}", entry.id);
+            assert!(
+                outcome.findings.iter().any(|finding| finding.detail.contains("macOS's BSD")),
+                "{}: `{example}` should be refused for the BSD reading: {outcome:#?}",
+                entry.id
+            );
+        }
+    }
+    assert!(examples >= 3, "the BSD differences carry examples");
+}
+
 #[test]
 fn every_critical_entry_matches_its_examples() {
     let gate = gate();
