@@ -208,9 +208,25 @@ fn other_readings(
         if let Some(alternate) = posix_reading(compiled.entry, bsd, bsd_posix, &bsd_parsed, args).map_err(on_macos)? {
             alternates.push((bsd_posix, alternate));
         }
-        alternates.push((bsd, bsd_parsed));
+        // Most lines read the same words the same way on both (`ls -la src`): judging them
+        // twice would add nothing.
+        if !same_roles(parsed, &bsd_parsed) {
+            alternates.push((bsd, bsd_parsed));
+        }
     }
     Ok(alternates)
+}
+
+/// Whether two readings give every word the same part: the same operands in the same roles,
+/// and the same options at the same words with the same values in the same roles.
+fn same_roles(one: &Parsed, other: &Parsed) -> bool {
+    one.operands == other.operands
+        && one.options.len() == other.options.len()
+        && one
+            .options
+            .iter()
+            .zip(&other.options)
+            .all(|(a, b)| a.word == b.word && a.attached == b.attached && a.values == b.values)
 }
 
 /// GNU getopt stops at the first operand when `POSIXLY_CORRECT` is in the environment, which
