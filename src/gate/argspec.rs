@@ -4,14 +4,14 @@
 //! A known-safe program declares every option it accepts, in the notation of its own `--help`
 //! (`"-o, --output=WRITE"`), and the role of every operand. The parser resolves words as GNU
 //! getopt does: short clusters (`-nA3`), attached and separate values, `--name=value`, long
-//! names by exact match or a unique prefix among the declared names, `--` ending the options,
+//! names by exact match (never an abbreviation), `--` ending the options,
 //! and (for GNU programs) options anywhere among the operands. It decides nothing about paths:
 //! it hands each value and operand back with its role, and the gate judges them.
 //!
 //! Hand-written, not `clap` or `getopts`: those parse a program's *own* command line and stop at
 //! the first error, while here the grammar is data for hundreds of other programs, and every
 //! word must come back with the role the real program gives it. Fails closed: an undeclared
-//! option, an ambiguous prefix, a missing value, a value given to a switch, or an operand the
+//! option or an abbreviation, a missing value, a value given to a switch, or an operand the
 //! grammar has no room for makes [`parse`] return [`Refusal`], and the part is not known-safe.
 
 use std::fmt;
@@ -165,11 +165,9 @@ impl Operands {
 /// How a program reads its command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Style {
-    /// GNU getopt_long: options anywhere (permutation), long-name prefixes accepted.
+    /// GNU getopt_long: options anywhere (permutation). Long names are matched exactly (see
+    /// [`Grammar::find_long`]).
     Gnu,
-    /// GNU-style options, but long names only by exact match (ripgrep, jq, git's revision
-    /// options): a prefix is an unknown option, refused here as the program refuses it.
-    GnuExact,
     /// Options end at the first operand (POSIX getopt, wrappers such as `env` and `time`).
     Posix,
     /// No options at all: every word is an operand (`echo`, `test`).
@@ -196,7 +194,6 @@ pub struct Grammar {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     Undeclared(String),
-    Ambiguous(String),
     MissingValue(String),
     UnexpectedValue(String),
     NotANumber(String, String),
@@ -207,7 +204,6 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Undeclared(option) => write!(f, "the option `{option}`, which is not declared for it"),
-            Refusal::Ambiguous(option) => write!(f, "the option `{option}`, an ambiguous abbreviation"),
             Refusal::MissingValue(option) => write!(f, "the option `{option}` without its value"),
             Refusal::UnexpectedValue(option) => write!(f, "the switch `{option}` with a value"),
             Refusal::NotANumber(option, value) => {
@@ -338,26 +334,15 @@ impl Grammar {
         self.options.iter().position(|option| option.short.contains(&letter))
     }
 
-    /// Resolves a long name: an exact match, else (GNU style) the one declared name it prefixes.
+    /// Resolves a long name by exact match only. GNU getopt_long also takes a unique prefix,
+    /// but unique among the program's *own* options: GNU cp reads `--a` as ambiguous, busybox
+    /// cp as `--archive`, and neither as the one declared `--attributes-only`. Spelled in full,
+    /// a name means one option everywhere (red-team round 38).
     fn find_long(&self, name: &str) -> Result<usize, Refusal> {
-        if let Some(exact) = self.options.iter().position(|option| option.long.iter().any(|long| long == name)) {
-            return Ok(exact);
-        }
-        if self.style != Style::Gnu || name.is_empty() {
-            return Err(Refusal::Undeclared(format!("--{name}")));
-        }
-        // Aliases of one option prefixed together are not ambiguous (`--qu` for `--quiet`).
-        let mut matches = self
-            .options
+        self.options
             .iter()
-            .enumerate()
-            .filter(|(_, option)| option.long.iter().any(|long| long.starts_with(name)))
-            .map(|(index, _)| index);
-        match (matches.next(), matches.next()) {
-            (Some(index), None) => Ok(index),
-            (Some(_), Some(_)) => Err(Refusal::Ambiguous(format!("--{name}"))),
-            _ => Err(Refusal::Undeclared(format!("--{name}"))),
-        }
+            .position(|option| option.long.iter().any(|long| long == name))
+            .ok_or_else(|| Refusal::Undeclared(format!("--{name}")))
     }
 
     /// Parses `words` (the arguments after the program name).
@@ -584,11 +569,11 @@ mod tests {
     #[test]
     fn long_options_resolve_like_getopt() {
         let grammar = sort();
-        let parsed = grammar.parse(&words("--out=x a")).unwrap();
+        let parsed = grammar.parse(&words("--output=x a")).unwrap();
         assert_eq!(parsed.options[0].values, vec![("x".to_owned(), Role::Write)]);
-        let parsed = grammar.parse(&words("--outp x a")).unwrap();
+        let parsed = grammar.parse(&words("--output x a")).unwrap();
         assert_eq!(parsed.options[0].values, vec![("x".to_owned(), Role::Write)]);
-        assert_eq!(grammar.parse(&words("--o x")).unwrap().options[0].values[0].1, Role::Write);
+        assert_eq!(grammar.parse(&words("--outp x")), Err(Refusal::Undeclared("--outp".into())));
         assert_eq!(
             grammar.parse(&words("--compress-program=sh")),
             Err(Refusal::Undeclared("--compress-program".into()))
@@ -598,12 +583,12 @@ mod tests {
     }
 
     #[test]
-    fn ambiguous_prefixes_are_refused() {
-        let grammar = Grammar::new(Style::Gnu, &["--debug", "--dereference"], "READ...").unwrap();
-        assert_eq!(grammar.parse(&words("--de")), Err(Refusal::Ambiguous("--de".into())));
-        assert!(grammar.parse(&words("--deb")).is_ok());
-        let exact = Grammar::new(Style::GnuExact, &["--debug"], "READ...").unwrap();
-        assert!(exact.parse(&words("--deb")).is_err());
+    fn long_names_are_matched_exactly() {
+        let grammar = Grammar::new(Style::Gnu, &["--debug", "--attributes-only"], "READ...").unwrap();
+        assert!(grammar.parse(&words("--debug")).is_ok());
+        // busybox cp reads these as `--dereference` and `--archive`.
+        assert_eq!(grammar.parse(&words("--de")), Err(Refusal::Undeclared("--de".into())));
+        assert_eq!(grammar.parse(&words("--a")), Err(Refusal::Undeclared("--a".into())));
     }
 
     #[test]

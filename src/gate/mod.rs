@@ -270,6 +270,10 @@ fn detail_for(code: ReasonCode) -> &'static str {
         ReasonCode::PathOutsideWorkspace => "is outside the workspace",
         ReasonCode::NoWorkspace => "cannot be placed: the request has no usable workspace (`cwd` missing or too broad)",
         ReasonCode::CriticalCommand => "is a write that is never allowed",
+        // The only path finding with this code: a name outside ASCII.
+        ReasonCode::MalformedArguments => {
+            "has characters outside ASCII, which a case-insensitive file system may read as a protected name (APFS reads `ß` as `ss`)"
+        }
         _ => "raises the tier",
     }
 }

@@ -246,6 +246,13 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
         folded.as_str()
     };
     let mut add = |code, tier| findings.push(PathFinding { code, tier, path: resolved.to_owned() });
+    // The fold above names the protected file for the common letters, but no list is the whole
+    // story: APFS also folds `ß` and `ẞ` onto `ss` (red-team round 38), and HFS+ ignores
+    // zero-width joiners in names. A path the gate vouches for is ASCII, so the name it judged
+    // is the file the program opens.
+    if !resolved.is_ascii() {
+        add(ReasonCode::MalformedArguments, Tier::High);
+    }
 
     if harmless_device(resolved, access) || (access == Access::Read && public_file(resolved, &workspace.home)) {
         return findings;

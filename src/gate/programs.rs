@@ -4,7 +4,7 @@
 //! Decides, for one unwrapped shell part, whether an entry vouches for it and, if so, which of
 //! its words are paths read, paths written, or harmless text. It never judges the paths
 //! themselves (the gate does, with `paths.rs`) and never lowers anything by itself. An option
-//! that is not declared, an ambiguous abbreviation, a value in a role that runs code, or an
+//! that is not declared, an abbreviated long name, a value in a role that runs code, or an
 //! operand count the grammar does not accept means the entry does not vouch for the part
 //! (fail closed): an allow is a proof, never a blocklist miss. Every entry carries `match` /
 //! `not_match` examples that a unit test runs through the whole gate.
@@ -1223,7 +1223,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.grep", &["grep", "egrep", "fgrep"])
     },
     SafeEntry {
-        style: Style::GnuExact,
         options: &[
             "-n, --line-number",
             "-N, --no-line-number",
@@ -1736,7 +1735,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("safe.join", &["join"])
     },
     SafeEntry {
-        style: Style::GnuExact,
         options: &[
             "-r, --raw-output",
             "-j, --join-output",
@@ -2097,7 +2095,6 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     },
     SafeEntry {
         options: &["--version", "-V"],
-        style: Style::GnuExact,
         operands: "",
         check: Some(version_check),
         narrow: true,
@@ -2404,7 +2401,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
     GitSubcommand {
         names: &["log", "show", "whatchanged", "shortlog", "diff-tree", "rev-list"],
         entry: SafeEntry {
-            style: Style::GnuExact,
             options: GIT_LOG_OPTIONS,
             operands: "READ...",
             numeric_option: true,
@@ -2422,7 +2418,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
     GitSubcommand {
         names: &["diff"],
         entry: SafeEntry {
-            style: Style::GnuExact,
             options: GIT_LOG_OPTIONS,
             operands: "READ...",
             numeric_option: true,
@@ -2802,7 +2797,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
     GitSubcommand {
         names: &["stash"],
         entry: SafeEntry {
-            style: Style::GnuExact,
             options: GIT_LOG_OPTIONS,
             operands: "TEXT...",
             numeric_option: true,
@@ -2827,7 +2821,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
     GitSubcommand {
         names: &["reflog"],
         entry: SafeEntry {
-            style: Style::GnuExact,
             options: GIT_LOG_OPTIONS,
             // Any word may be a pathspec (`git reflog -p -- .env`): judged as reads.
             operands: "READ...",
@@ -2841,7 +2834,6 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
     GitSubcommand {
         names: &["config"],
         entry: SafeEntry {
-            style: Style::GnuExact,
             options: &[
                 "--get",
                 "--get-all",
