@@ -7,6 +7,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
 
+/// The binary's allocator (`src/main.rs`), so the figures are the shipped binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use permit::config::Config;
 use permit::decision::GateAction;

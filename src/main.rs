@@ -4,6 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc, not glibc's malloc: the gate's many small short-lived strings cost a third of
+/// its time in glibc's allocator (see `benches/gate.rs`, which uses the same allocator).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // SAFETY: first thing in `main`: no other thread exists yet.
     unsafe { permit::model::local::tune_candle_threads() };

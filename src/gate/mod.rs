@@ -1387,6 +1387,20 @@ fn input_escalation(call: &PendingCall) -> Option<Unit> {
                 "starts the agent in a new git worktree, whose checkout runs the repository's hooks",
             )
         }
+        // The subagent's fields are an allowlist: `cwd` moves the directory its calls run in,
+        // which the host then reports as their `cwd`, and so the workspace the gate judges
+        // them against (red-team round 39); `mode` can ask for other permissions.
+        "Agent" | "Task" => {
+            let (field, _) = call.input.iter().find(|(field, value)| !subagent_field_is_routine(field, value))?;
+            let mut unit = Unit::new(Tier::High, ReasonCode::ModeTier);
+            unit.add(
+                ReasonCode::ModeTier,
+                field.as_str(),
+                "is not one of the subagent fields the gate knows to be routine (`cwd` moves the workspace its calls are judged against, `mode` changes its permissions)",
+                None,
+            );
+            return Some(unit);
+        }
         // `remove` deletes the session's worktree, and with `discard_changes` its uncommitted
         // work and unmerged commits too (Claude Code marks it destructive; round 36).
         "ExitWorktree" if call.input.get("action").and_then(Value::as_str) != Some("keep") => (
@@ -1404,6 +1418,17 @@ fn input_escalation(call: &PendingCall) -> Option<Unit> {
     let mut unit = Unit::new(Tier::High, code);
     unit.add(code, subject, detail, None);
     Some(unit)
+}
+
+/// Subagent input fields that only describe the work: what it is, which agent, which model,
+/// and whether it runs in the background. `isolation` is judged above.
+fn subagent_field_is_routine(name: &str, value: &Value) -> bool {
+    match name {
+        "description" | "prompt" | "subagent_type" | "model" | "run_in_background" | "name" => true,
+        "isolation" => value.is_null() || value.as_str() == Some("none"),
+        "mode" => value.is_null() || matches!(value.as_str(), Some("default" | "plan")),
+        _ => value.is_null(),
+    }
 }
 
 /// Whether a path has no blank at either end (JavaScript's `trim()` blanks, U+FEFF included)

@@ -170,12 +170,12 @@ pub fn normalize(path: &str) -> String {
     let normal = path == "/"
         || (path.starts_with('/')
             && !path.ends_with('/')
-            && path[1..].split('/').all(|part| !matches!(part, "" | "." | "..")));
+            && components(&path[1..]).all(|part| !matches!(part, "" | "." | "..")));
     if normal {
         return path.to_owned();
     }
     let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
+    for part in components(path) {
         match part {
             "" | "." => {}
             ".." => {
@@ -288,7 +288,7 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
         add(ReasonCode::SystemPath, Tier::High);
     }
     if !workspace.contains(resolved) {
-        let climbs = raw.split('/').any(|part| part == "..");
+        let climbs = components(raw).any(|part| part == "..");
         let code = if workspace.has_no_roots() {
             ReasonCode::NoWorkspace
         } else if climbs {
@@ -399,11 +399,32 @@ fn critical_write_target(path: &str, home: &str) -> bool {
 /// A path as a case-insensitive file system sees it, with the trailing dots and blanks Windows
 /// drops from each component (`.git./config` is `.git/config` there).
 fn comparable(path: &str) -> String {
-    path.to_ascii_lowercase()
-        .split('/')
-        .map(|component| component.trim_end_matches(['.', ' ']))
-        .collect::<Vec<_>>()
-        .join("/")
+    let lower = path.to_ascii_lowercase();
+    // Most paths have no component ending in a dot or a blank: nothing to drop.
+    if !lower.contains("./") && !lower.contains(" /") && !lower.ends_with(['.', ' ']) {
+        return lower;
+    }
+    components(&lower).map(|component| component.trim_end_matches(['.', ' '])).collect::<Vec<_>>().join("/")
+}
+
+/// The components of a path between `/`s, as `path.split('/')` gives them, found by a byte
+/// scan: this runs several times for every path judged, and `str::split` with a `char`
+/// pattern cost about a hundred instructions per component.
+fn components(path: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(path);
+    std::iter::from_fn(move || {
+        let current = rest?;
+        match current.bytes().position(|byte| byte == b'/') {
+            Some(slash) => {
+                rest = current.get(slash + 1..);
+                current.get(..slash)
+            }
+            None => {
+                rest = None;
+                Some(current)
+            }
+        }
+    })
 }
 
 /// File names that hold secrets wherever they are.
@@ -449,8 +470,11 @@ const SENSITIVE_NAMES: [&str; 35] = [
     ".python_history",
 ];
 /// File extensions (after the last dot) of key stores and secret files.
-const SENSITIVE_EXTENSIONS: [&str; 10] =
-    ["pem", "key", "p12", "p8", "pfx", "keystore", "jks", "kdbx", "tfstate", "env"];
+/// `ppk` (PuTTY keys), `ovpn` (OpenVPN profiles, keys inline), `keytab` (Kerberos), `authinfo`
+/// (the netrc-format store of Emacs, magit and forge).
+const SENSITIVE_EXTENSIONS: [&str; 14] = [
+    "pem", "key", "p12", "p8", "pfx", "keystore", "jks", "kdbx", "tfstate", "env", "ppk", "ovpn", "keytab", "authinfo",
+];
 
 /// A bare file name (or the last component of a path) that holds secrets: `.env`, `.env.local`
 /// (not `.env.example`), SSH private keys, `.netrc`, `*.pem`, `*.key`…
@@ -477,6 +501,14 @@ pub fn is_sensitive_name(name: &str) -> bool {
             &owned
         }
     };
+    // A copy of a secret is a secret: `.git-credentials.bak`, `terraform.tfstate.backup`,
+    // `id_rsa~` are judged as the name they copy (red-team round 39).
+    let mut name = name;
+    while let Some(original) =
+        BACKUP_SUFFIXES.iter().find_map(|suffix| name.strip_suffix(suffix)).filter(|rest| !rest.is_empty())
+    {
+        name = original;
+    }
     // The text after the last dot: one comparison against each listed extension (`.pem` and
     // the others hold no dot of their own), instead of a suffix test per extension.
     let extension = name.rsplit_once('.').map(|(_, extension)| extension);
@@ -493,9 +525,14 @@ pub fn is_sensitive_name(name: &str) -> bool {
         || SENSITIVE_NAMES.contains(&name)
         // `credentials.csv` (the AWS console's key download), `credentials.yml.enc`…
         || name.starts_with("credentials")
+        // `kubeconfig.yaml`, `kubeconfig-prod`.
+        || name.starts_with("kubeconfig")
         || (name.starts_with("id_") && ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key)))
         || extension.is_some_and(|extension| extension == "tfvars" || SENSITIVE_EXTENSIONS.contains(&extension))
 }
+
+/// Suffixes editors, tools and people give a copy: stripped before a name is judged.
+const BACKUP_SUFFIXES: [&str; 9] = [".bak", ".backup", ".old", ".orig", ".save", ".swp", ".tmp", ".copy", "~"];
 
 /// Whether one path component's glob (`*`, `?`, `[…]` with `!`/`^` and ranges) matches `name`,
 /// as bash matches a file name. Hand-written rather than `globset`: the patterns come from each
@@ -649,7 +686,7 @@ fn credential_location(path: &str, home: &str) -> bool {
     const CREDENTIAL_COMPONENTS: [&str; 8] =
         [".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "secrets", ".secrets"];
     if SYSTEM_FILES.contains(&path)
-        || path.split('/').any(|component| {
+        || components(path).any(|component| {
             // Every listed name starts with `.` or `s`: most components are passed over at once.
             matches!(component.as_bytes().first(), Some(b'.' | b's' | b'S'))
                 && CREDENTIAL_COMPONENTS.iter().any(|credential| component.eq_ignore_ascii_case(credential))
@@ -666,7 +703,7 @@ fn credential_location(path: &str, home: &str) -> bool {
 /// names the checked-out branch.
 fn repository_internals(path: &str) -> bool {
     !path.ends_with("/.git/HEAD")
-        && path.split('/').any(|component| component.len() == 4 && component.eq_ignore_ascii_case(".git"))
+        && components(path).any(|component| component.len() == 4 && component.eq_ignore_ascii_case(".git"))
 }
 
 fn persistence_location(path: &str, home: &str) -> bool {
@@ -706,7 +743,7 @@ fn persistence_location(path: &str, home: &str) -> bool {
     // (a gitfile redirect) controls what git runs. Compared case-insensitively: macOS and
     // Windows file systems are.
     let lower = comparable(path);
-    let repository_control = lower.split('/').any(|component| component == ".git");
+    let repository_control = components(&lower).any(|component| component == ".git");
     repository_control
         || path == "/etc/crontab"
         || path == "/etc/profile"
@@ -728,7 +765,7 @@ fn agent_policy_location(path: &str, home: &str) -> bool {
 /// which checks guard a merge, so it is never a routine edit.
 fn ci_config_location(path: &str) -> bool {
     let lower = comparable(path);
-    let components: Vec<&str> = lower.split('/').collect();
+    let components: Vec<&str> = components(&lower).collect();
     let within = |first: &str, second: Option<&str>| {
         components.windows(2).any(|pair| pair[0] == first && second.is_none_or(|second| pair[1] == second))
     };
@@ -786,7 +823,7 @@ fn ci_config_location(path: &str) -> bool {
 fn process_secret(path: &str) -> bool {
     const SECRETS: [&str; 8] = ["environ", "mem", "cmdline", "maps", "auxv", "fd", "root", "cwd"];
     let Some(rest) = path.strip_prefix("/proc/") else { return false };
-    rest.split('/').skip(1).any(|component| SECRETS.contains(&component))
+    components(rest).skip(1).any(|component| SECRETS.contains(&component))
 }
 
 /// Any dotfile or dot-directory directly under home (`~/.bashrc`, `~/.config/…`, `~/.ssh/…`,
@@ -1081,7 +1118,7 @@ fn workspace_config(path: &str) -> Option<ReasonCode> {
     });
     let index = &*INDEX;
     let lower = comparable(path);
-    let components: Vec<&str> = lower.split('/').collect();
+    let components: Vec<&str> = components(&lower).collect();
     // `HEAD~2`, `head~1~1`: names git reads as revisions of HEAD, never written through the
     // gate (so `git diff HEAD~1 -- x` cannot become a directory diff outside a repository).
     if components.iter().any(|component| is_head_revision(component)) {
@@ -1130,6 +1167,22 @@ mod tests {
 
     fn codes(raw: &str, access: Access) -> Vec<ReasonCode> {
         judge(raw, access, Some("/workspace"), &workspace()).into_iter().map(|finding| finding.code).collect()
+    }
+
+    proptest::proptest! {
+        /// The byte scan splits exactly as `str::split('/')` does, and `comparable` keeps its
+        /// meaning on its fast path.
+        #[test]
+        fn components_split_like_str_split(path in "[a/. é ]{0,12}") {
+            proptest::prop_assert_eq!(components(&path).collect::<Vec<_>>(), path.split('/').collect::<Vec<_>>());
+            let slow = path
+                .to_ascii_lowercase()
+                .split('/')
+                .map(|component| component.trim_end_matches(['.', ' ']))
+                .collect::<Vec<_>>()
+                .join("/");
+            proptest::prop_assert_eq!(comparable(&path), slow);
+        }
     }
 
     #[test]
