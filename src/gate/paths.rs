@@ -428,7 +428,7 @@ fn components(path: &str) -> impl Iterator<Item = &str> {
 }
 
 /// File names that hold secrets wherever they are.
-const SENSITIVE_NAMES: [&str; 35] = [
+const SENSITIVE_NAMES: [&str; 37] = [
     ".env",
     // Yarn's `npmAuthToken` and Composer's registry tokens.
     ".yarnrc.yml",
@@ -468,6 +468,9 @@ const SENSITIVE_NAMES: [&str; 35] = [
     ".bash_history",
     ".zsh_history",
     ".python_history",
+    // Sentry's auth token; Android's signing passwords (round 39).
+    ".sentryclirc",
+    "keystore.properties",
 ];
 /// File extensions (after the last dot) of key stores and secret files.
 /// `ppk` (PuTTY keys), `ovpn` (OpenVPN profiles, keys inline), `keytab` (Kerberos), `authinfo`
@@ -525,8 +528,12 @@ pub fn is_sensitive_name(name: &str) -> bool {
         || SENSITIVE_NAMES.contains(&name)
         // `credentials.csv` (the AWS console's key download), `credentials.yml.enc`…
         || name.starts_with("credentials")
-        // `kubeconfig.yaml`, `kubeconfig-prod`.
+        // `kubeconfig.yaml`, `kubeconfig-prod`; Ansible's vault password files
+        // (`.vault_pass`, `vault_pass.txt`, `.vault-password`); GCP service-account keys.
         || name.starts_with("kubeconfig")
+        || ["vault_pass", ".vault_pass", "vault-pass", ".vault-pass", "vault_password", ".vault_password", "vault-password", ".vault-password", "service-account", "service_account"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
         || (name.starts_with("id_") && ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key)))
         || extension.is_some_and(|extension| extension == "tfvars" || SENSITIVE_EXTENSIONS.contains(&extension))
 }
@@ -859,6 +866,13 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".roomodes", ReasonCode::AgentPolicyPath, "Roo Code modes"),
     (".kiro", ReasonCode::AgentPolicyPath, "Kiro steering and hooks"),
     (".continue", ReasonCode::AgentPolicyPath, "Continue configuration"),
+    (".continuerc.json", ReasonCode::AgentPolicyPath, "Continue workspace configuration"),
+    (".agent", ReasonCode::AgentPolicyPath, "Antigravity's older rules and workflows folder"),
+    (".opencode.json", ReasonCode::AgentPolicyPath, "opencode configuration (MCP servers, LSP commands)"),
+    (".qoder", ReasonCode::AgentPolicyPath, "Qoder rules"),
+    (".lingma", ReasonCode::AgentPolicyPath, "Lingma rules"),
+    (".zencoder", ReasonCode::AgentPolicyPath, "Zencoder rules"),
+    (".devin", ReasonCode::AgentPolicyPath, "Devin configuration"),
     (".aider.conf.yml", ReasonCode::AgentPolicyPath, "aider configuration"),
     (".junie", ReasonCode::AgentPolicyPath, "Junie guidelines"),
     (".amazonq", ReasonCode::AgentPolicyPath, "Amazon Q rules"),
@@ -1033,6 +1047,36 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     ("mise.toml", ReasonCode::PersistencePath, "mise tasks and hooks"),
     (".mise.toml", ReasonCode::PersistencePath, "mise tasks and hooks"),
     (".tool-versions", ReasonCode::PersistencePath, "asdf tool selection"),
+    // Files that choose which program a version manager's shim runs: asdf takes `path:DIR`
+    // versions from the legacy files, Volta runs a project's download hooks, Bazelisk
+    // downloads from the project's `BAZELISK_BASE_URL` (red-team round 39).
+    (".nvmrc", ReasonCode::PersistencePath, "Node version selection (asdf legacy files take `path:`)"),
+    (".node-version", ReasonCode::PersistencePath, "Node version selection"),
+    (".python-version", ReasonCode::PersistencePath, "Python version selection"),
+    (".ruby-version", ReasonCode::PersistencePath, "Ruby version selection"),
+    (".go-version", ReasonCode::PersistencePath, "Go version selection"),
+    (".java-version", ReasonCode::PersistencePath, "Java version selection"),
+    (".sdkmanrc", ReasonCode::PersistencePath, "SDKMAN version selection"),
+    (".prototools", ReasonCode::PersistencePath, "proto tool selection and plugins"),
+    (".volta", ReasonCode::PersistencePath, "Volta project hooks (download commands)"),
+    (".bazeliskrc", ReasonCode::PersistencePath, "Bazelisk download source (`BAZELISK_BASE_URL`)"),
+    (".bazelversion", ReasonCode::PersistencePath, "the Bazel version Bazelisk downloads and runs"),
+    (".lfsconfig", ReasonCode::PersistencePath, "git-lfs endpoints (where a push uploads LFS objects)"),
+    // Environments other tools create and people activate: their scripts run in the
+    // person's shell (`. .env/bin/activate`), wherever the environment lives.
+    ("activate", ReasonCode::PersistencePath, "a virtualenv activation script"),
+    ("activate.fish", ReasonCode::PersistencePath, "a virtualenv activation script"),
+    ("activate.csh", ReasonCode::PersistencePath, "a virtualenv activation script"),
+    ("activate.nu", ReasonCode::PersistencePath, "a virtualenv activation script"),
+    ("activate.ps1", ReasonCode::PersistencePath, "a virtualenv activation script"),
+    ("activate_this.py", ReasonCode::PersistencePath, "a virtualenv activation script"),
+    ("activate.d", ReasonCode::PersistencePath, "conda activation hooks"),
+    ("pyvenv.cfg", ReasonCode::PersistencePath, "a virtualenv's marker and home interpreter"),
+    ("conda-meta", ReasonCode::PersistencePath, "a conda environment"),
+    (".direnv", ReasonCode::PersistencePath, "direnv's environments (layout python)"),
+    (".tox", ReasonCode::PersistencePath, "tox environments"),
+    (".nox", ReasonCode::PersistencePath, "nox environments"),
+    (".conda", ReasonCode::PersistencePath, "a project conda environment"),
     (".yarnrc.yml", ReasonCode::PersistencePath, "Yarn configuration (yarnPath runs a file)"),
     (".yarnrc", ReasonCode::PersistencePath, "Yarn configuration"),
     (".pnpmfile.cjs", ReasonCode::PersistencePath, "pnpm hooks"),

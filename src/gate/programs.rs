@@ -2098,13 +2098,15 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "",
         check: Some(version_check),
         narrow: true,
-        matches: &["node --version", "python3 -V", "make --version"],
-        not_matches: &["node build", "python3 -c 'import os'", "node -V x"],
+        matches: &["gcc --version", "make --version", "make -V"],
+        not_matches: &["make build", "gcc -V x", "node --version", "python3 -V"],
         // Not cargo, rustc, rustup or go: rustup's proxies run the toolchain a
         // `rust-toolchain.toml` names (its `path` may be a directory the agent can write), and
-        // go runs (and downloads) the toolchain `go.mod` names. A version query of theirs runs
-        // a program chosen by files in the repository.
-        ..entry("safe.version", &["node", "npm", "python3", "python", "deno", "bun", "gcc", "make"])
+        // go runs (and downloads) the toolchain `go.mod` names. Not node, npm, python, deno or
+        // bun either: version managers' shims (Volta, asdf, mise, proto, pyenv) pick the
+        // program from project files, and Volta runs a project's download hooks (red-team
+        // round 39). A version query of theirs runs a program chosen by the repository.
+        ..entry("safe.version", &["gcc", "make"])
     },
     SafeEntry {
         tier: Tier::Medium,
