@@ -298,7 +298,42 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
         };
         add(code, Tier::High);
     }
+    // Tools read dotfiles and dot-directories as their configuration, and new ones that run
+    // commands keep appearing (Volta's hooks, `.bazeliskrc`, `.lfsconfig`, an agent's rules
+    // folder): no list of them is complete. A write under a dot-name in the workspace is
+    // therefore at least `high` unless the name is one that only holds data.
+    if access == Access::Write
+        && findings.is_empty()
+        && let Some(rest) = workspace.relative(resolved)
+        && components(rest).any(dot_name_runs_tools)
+    {
+        findings.push(PathFinding { code: ReasonCode::PersistencePath, tier: Tier::High, path: resolved.to_owned() });
+    }
     findings
+}
+
+/// Dot-names that hold only data no tool runs: ignore lists for formatters and packagers,
+/// placeholders, editor settings without commands, and sample environment files.
+const DATA_DOT_NAMES: [&str; 12] = [
+    ".editorconfig",
+    ".gitkeep",
+    ".keep",
+    ".nojekyll",
+    ".dockerignore",
+    ".npmignore",
+    ".prettierignore",
+    ".eslintignore",
+    ".env.example",
+    ".env.sample",
+    ".env.template",
+    ".changeset",
+];
+
+/// Whether a path component is a dot-name some tool may read as configuration.
+fn dot_name_runs_tools(component: &str) -> bool {
+    component.starts_with('.')
+        && !matches!(component, "." | "..")
+        && !DATA_DOT_NAMES.iter().any(|name| component.eq_ignore_ascii_case(name))
 }
 
 /// Replaces the characters whose Unicode case folding is ASCII (long s, the Kelvin sign, the
@@ -1325,6 +1360,14 @@ mod tests {
         assert!(codes(".GIT/config", Access::Write).contains(&ReasonCode::PersistencePath));
         assert!(codes("sub/.git", Access::Write).contains(&ReasonCode::PersistencePath));
         assert!(codes(".envrc", Access::Write).contains(&ReasonCode::PersistencePath));
+        // Any dot-name in the workspace, listed or not, unless it only holds data.
+        for written in [".volta/hooks.json", ".some-new-tool.toml", "src/.hidden/x", "pkg/.npmrc.d/a"] {
+            assert_eq!(codes(written, Access::Write), [ReasonCode::PersistencePath], "{written}");
+        }
+        for data in [".editorconfig", ".changeset/brave-cats.md", "docs/.gitkeep", ".env.example", "src/main.rs"] {
+            assert_eq!(codes(data, Access::Write), [], "{data}");
+        }
+        assert_eq!(codes(".some-new-tool.toml", Access::Read), []);
         assert!(codes(".ENV", Access::Read).contains(&ReasonCode::CredentialPath));
         assert!(codes("server.key", Access::Read).contains(&ReasonCode::CredentialPath));
         assert!(glob_may_match_sensitive(".en?"));
