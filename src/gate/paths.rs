@@ -314,7 +314,7 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
 
 /// Dot-names that hold only data no tool runs: ignore lists for formatters and packagers,
 /// placeholders, editor settings without commands, and sample environment files.
-const DATA_DOT_NAMES: [&str; 12] = [
+const DATA_DOT_NAMES: [&str; 11] = [
     ".editorconfig",
     ".gitkeep",
     ".keep",
@@ -326,7 +326,6 @@ const DATA_DOT_NAMES: [&str; 12] = [
     ".env.example",
     ".env.sample",
     ".env.template",
-    ".changeset",
 ];
 
 /// Whether a path component is a dot-name some tool may read as configuration.
@@ -983,6 +982,15 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     (".stylelintrc*", ReasonCode::PersistencePath, "stylelint configuration (`plugins`, `.stylelintrc.js`)"),
     ("stylelint.config*", ReasonCode::PersistencePath, "stylelint configuration, which is JavaScript"),
     ("tailwind.config*", ReasonCode::PersistencePath, "Tailwind configuration, JavaScript the editor extension loads"),
+    // Any JavaScript or TypeScript `*.config.*`: language servers and editor extensions load
+    // them when the project opens (Svelte's finds `svelte.config.*` in every folder; Vite,
+    // Vitest, Jest, Playwright, UnoCSS, GraphQL… likewise; red-team round 40).
+    ("*.config.js", ReasonCode::PersistencePath, "JavaScript configuration editors and tools load"),
+    ("*.config.cjs", ReasonCode::PersistencePath, "JavaScript configuration editors and tools load"),
+    ("*.config.mjs", ReasonCode::PersistencePath, "JavaScript configuration editors and tools load"),
+    ("*.config.ts", ReasonCode::PersistencePath, "TypeScript configuration editors and tools load"),
+    ("*.config.cts", ReasonCode::PersistencePath, "TypeScript configuration editors and tools load"),
+    ("*.config.mts", ReasonCode::PersistencePath, "TypeScript configuration editors and tools load"),
     (".markdownlint-cli2*", ReasonCode::PersistencePath, "markdownlint-cli2 configuration (`.cjs`/`.mjs` are code)"),
     (".golangci*", ReasonCode::PersistencePath, "golangci-lint configuration (custom linter plugins)"),
     (".php-cs-fixer*", ReasonCode::PersistencePath, "PHP CS Fixer configuration, which is PHP"),
@@ -1154,6 +1162,9 @@ pub static WORKSPACE_CONFIG: &[(&str, ReasonCode, &str)] = &[
     // `sitecustomize`/`usercustomize`, whenever an interpreter of that environment starts.
     (".venv", ReasonCode::PersistencePath, "the project's virtualenv: scripts, site-packages and their .pth files"),
     ("site-packages", ReasonCode::PersistencePath, "Python site directory (.pth files run at every start)"),
+    // Editor extensions run the workspace's own copy of a tool (VS Code's ESLint runs
+    // `node_modules/eslint` when a file opens).
+    ("node_modules", ReasonCode::PersistencePath, "installed packages that editors and scripts run"),
     ("dist-packages", ReasonCode::PersistencePath, "Debian's Python site directory"),
     ("sitecustomize.py", ReasonCode::PersistencePath, "imported by Python at start"),
     ("usercustomize.py", ReasonCode::PersistencePath, "imported by Python at start"),
@@ -1364,7 +1375,9 @@ mod tests {
         for written in [".volta/hooks.json", ".some-new-tool.toml", "src/.hidden/x", "pkg/.npmrc.d/a"] {
             assert_eq!(codes(written, Access::Write), [ReasonCode::PersistencePath], "{written}");
         }
-        for data in [".editorconfig", ".changeset/brave-cats.md", "docs/.gitkeep", ".env.example", "src/main.rs"] {
+        // `.changeset/config.json` names a module `changeset version` runs (round 40).
+        assert_eq!(codes(".changeset/config.json", Access::Write), [ReasonCode::PersistencePath]);
+        for data in [".editorconfig", "docs/.gitkeep", ".env.example", "src/main.rs"] {
             assert_eq!(codes(data, Access::Write), [], "{data}");
         }
         assert_eq!(codes(".some-new-tool.toml", Access::Read), []);
