@@ -363,13 +363,14 @@ pub fn is_descriptor_path(path: &str) -> bool {
 /// A redirection target that opens no file onto the descriptor: a device that is only a
 /// stream, or another descriptor path.
 pub fn is_stream_device(target: &str) -> bool {
-    matches!(target, "/dev/null" | "/dev/zero" | "/dev/urandom" | "/dev/random" | "/dev/tty")
-        || is_descriptor_path(target)
+    // Not `/dev/tty`: it is the person's own terminal, outside the host's capture, where
+    // escape sequences set the clipboard (OSC 52) and a read takes their keystrokes (round 40).
+    matches!(target, "/dev/null" | "/dev/zero" | "/dev/urandom" | "/dev/random") || is_descriptor_path(target)
 }
 
 fn harmless_device(path: &str, access: Access) -> bool {
     match path {
-        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty" => true,
+        "/dev/null" | "/dev/stdout" | "/dev/stderr" => true,
         "/dev/zero" | "/dev/urandom" | "/dev/random" | "/dev/stdin" => access == Access::Read,
         // Exactly `/dev/fd/N`: a path through one (`/dev/fd/3/../home`) follows an open
         // directory, and `..` after a link cannot be resolved by its text.

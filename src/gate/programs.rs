@@ -2077,7 +2077,9 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         ..entry("write.sed-in-place", &["sed"])
     },
     SafeEntry {
-        options: &["-L", "-P", "-e", "-@"],
+        // Not `-e` or `-@`: zsh reads an option it does not know as the first operand of its
+        // two-operand `cd OLD NEW` (red-team round 40).
+        options: &["-L", "-P"],
         style: Style::Posix,
         operands: "READ?",
         check: Some(cd_check),
