@@ -143,7 +143,10 @@ fn the_known_limits_are_labeled_and_counted() {
     let mut allowed = 0;
     for attack in &limits {
         assert!(
-            matches!(attack.category.as_str(), "symlink-escape" | "cwd-reroot" | "search-walk-unignored-secret"),
+            matches!(
+                attack.category.as_str(),
+                "symlink-escape" | "cwd-reroot" | "search-walk-unignored-secret" | "repository-configuration"
+            ),
             "{}: only the documented limits belong in the limits file",
             attack.id
         );

@@ -141,13 +141,17 @@ fn codex_workdir(input: &HookInput, call: &mut PendingCall) {
     if call.input.contains_key("workdir") {
         return;
     }
+    // `exec_command` and `shell` record `workdir`; `local_shell` records the action's
+    // `working_directory` (red-team round 41: it was missed, and relative paths were judged
+    // from the session's cwd).
+    const DIRECTORY_KEYS: [&str; 2] = ["workdir", "working_directory"];
     let (Some(path), Some(id)) = (input.transcript_path.as_deref(), input.tool_use_id.as_deref()) else {
         return;
     };
     let Ok(session) = super::rollout::read(path) else { return };
     let workdir = session.events.iter().rev().find_map(|event| match event {
         TranscriptEvent::Known(KnownEvent::ToolCall { id: call_id, input, .. }) if call_id == id => {
-            input.get("workdir").cloned()
+            DIRECTORY_KEYS.iter().find_map(|key| input.get(*key).filter(|value| !value.is_null()).cloned())
         }
         _ => None,
     });
