@@ -242,6 +242,13 @@ fn tokens_are_safe(tokens: &[Token<'_>]) -> bool {
     for (index, token) in tokens.iter().enumerate() {
         let next = tokens.get(index + 1);
         match *token {
+            // awk reads on past a newline after `,`, `&&`, `||` (and gawk after `?` and `:`):
+            // the statement goes on, so `print A,⏎B > "FILE"` redirects (red-team round 42).
+            Token::Boundary('\n')
+                if index >= 1 && matches!(tokens[index - 1], Token::Operator("," | "&&" | "||" | "?" | ":")) =>
+            {
+                return false;
+            }
             Token::Boundary(_) => {
                 if depth != 0 {
                     return false;
@@ -364,6 +371,10 @@ mod tests {
             "/[/]/ {print}",
             "{print} # comment",
             "{print \\\n $1}",
+            "BEGIN{print \"x\",\n\"\" >> \"/home/dev/.bashrc\"}",
+            "{print $0,\n\"\" > \".claude/settings.json\"}",
+            "{print 1 &&\n1 > \"x\"}",
+            "{print 1 ||\n1 > \"x\"}",
             "{print \"x\n\"}",
             "{close(\"x\")}",
             "{print $1 |& \"cat\"}",

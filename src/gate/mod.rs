@@ -559,8 +559,11 @@ impl Gate {
         } else if part.argv.is_empty() {
             // A bare redirection (`> file`): judged by its paths alone.
             unit = Unit::new(Tier::Low, ReasonCode::ModeTier);
-        } else if part.followed {
+        } else if part.followed && runs_system_program(&part.argv[0]) {
             // `bash -c '…'`, `eval '…'`: the code it runs was split into parts judged on their own.
+            // Only a shell the system provides: `./scripts/bash -c ls` runs whatever the agent
+            // wrote to `scripts/bash` (red-team round 42); its `-c` text is still walked, so a
+            // hard deny inside is found, but the part is never vouched for.
             unit = Unit::new(Tier::Low, ReasonCode::ModeTier);
         } else if part.dynamic_program || !runs_system_program(&part.argv[0]) {
             unit = Unit::new(structural.max(Tier::High), ReasonCode::DynamicCommand);
@@ -1362,7 +1365,13 @@ impl Gate {
 fn shell_field_is_routine(name: &str, value: &Value, command_field: &str) -> bool {
     match name {
         _ if name == command_field => true,
-        "command" | "cmd" | "env" | "shell" | "workdir" | "cwd" => true,
+        "command" | "cmd" | "env" | "workdir" | "cwd" => true,
+        // Codex's `exec_command` runs `[shell, "-c", cmd]`: only a system shell is routine
+        // (`./scripts/bash` is a program the agent may have written; round 42).
+        "shell" => value.as_str().is_some_and(|shell| {
+            runs_system_program(shell)
+                && matches!(shell.rsplit('/').next(), Some("bash" | "sh" | "zsh" | "dash" | "ksh" | "ash" | "fish"))
+        }),
         "description" | "justification" | "timeout" | "timeout_ms" | "yield_time_ms" | "max_output_tokens"
         | "run_in_background" | "login" | "tty" | "prefix_rule" | "id" | "type" => true,
         "with_escalated_permissions" | "dangerouslyDisableSandbox" => value == &Value::Bool(false),

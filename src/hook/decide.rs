@@ -133,30 +133,35 @@ fn evaluate(local: &LocalGate, call: &PendingCall, input: &HookInput) -> GateOut
     outcome
 }
 
-/// Codex runs `exec_command` in `cwd` joined with the call's `workdir`, but its hook payload
-/// carries only the command. The rollout records the call with its arguments, so a `workdir`
-/// found there (by the call's id) is added, and relative paths are judged where they run. A
-/// rollout that cannot be read, or has no such call yet, changes nothing (documented limit).
-fn codex_workdir(input: &HookInput, call: &mut PendingCall) {
-    if call.input.contains_key("workdir") {
+/// Codex runs `exec_command` in `cwd` joined with the call's `workdir`, with the `shell` and
+/// sandbox settings the call asked for, but its hook payload carries only the command. The
+/// rollout records the call with all its arguments, so for a shell call every argument found
+/// there (by the call's id) that the payload lacks is added, and the gate judges them: the
+/// directory (relative paths are judged where they run), and fields such as `shell` and
+/// `sandbox_permissions`, which are an allowlist there. Red-team rounds 41 and 42: `local_shell`
+/// records its directory as `working_directory`, and `exec_command`'s `shell` (a program the
+/// agent chose) was dropped. A rollout that cannot be read, or has no such call yet, changes
+/// nothing (documented limit).
+fn codex_rollout_arguments(input: &HookInput, call: &mut PendingCall) {
+    if !call.input.contains_key("command") {
         return;
     }
-    // `exec_command` and `shell` record `workdir`; `local_shell` records the action's
-    // `working_directory` (red-team round 41: it was missed, and relative paths were judged
-    // from the session's cwd).
-    const DIRECTORY_KEYS: [&str; 2] = ["workdir", "working_directory"];
     let (Some(path), Some(id)) = (input.transcript_path.as_deref(), input.tool_use_id.as_deref()) else {
         return;
     };
     let Ok(session) = super::rollout::read(path) else { return };
-    let workdir = session.events.iter().rev().find_map(|event| match event {
-        TranscriptEvent::Known(KnownEvent::ToolCall { id: call_id, input, .. }) if call_id == id => {
-            DIRECTORY_KEYS.iter().find_map(|key| input.get(*key).filter(|value| !value.is_null()).cloned())
-        }
+    let recorded = session.events.iter().rev().find_map(|event| match event {
+        TranscriptEvent::Known(KnownEvent::ToolCall { id: call_id, input, .. }) if call_id == id => Some(input),
         _ => None,
     });
-    if let Some(workdir) = workdir.filter(|workdir| !workdir.is_null()) {
-        call.input.insert("workdir".to_owned(), workdir);
+    let Some(recorded) = recorded else { return };
+    for (key, value) in recorded {
+        // The command itself is the payload's; the rest is what the payload dropped.
+        if value.is_null() || matches!(key.as_str(), "cmd" | "command") {
+            continue;
+        }
+        let key = if key == "working_directory" { "workdir" } else { key.as_str() };
+        call.input.entry(key.to_owned()).or_insert_with(|| value.clone());
     }
 }
 
@@ -164,7 +169,7 @@ fn codex_workdir(input: &HookInput, call: &mut PendingCall) {
 pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> CallDecision {
     let mut call = pending_call(input);
     if settings.host == Host::Codex {
-        codex_workdir(input, &mut call);
+        codex_rollout_arguments(input, &mut call);
     }
     if input.tool_name.is_none() {
         return failure(&call, Tier::High, &HookError::NoToolName);
