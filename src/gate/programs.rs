@@ -3052,9 +3052,15 @@ pub fn judge_git(args: &[String]) -> Judgement {
     };
     let subcommand = args[subcommand_index].as_str();
     let rest = &args[subcommand_index + 1..];
-    // Format placeholders that verify signatures (`%G?`, `%GS`, `%GK`, `%(signature…)`) run
-    // gpg, or the program `gpg.program` names, as `--show-signature` does.
-    if let Some(word) = rest.iter().find(|word| word.contains("%G") || word.contains("%(signature")) {
+    // Format placeholders and sort keys that verify signatures (`%G?`, `%GS`, `%(signature…)`,
+    // `%(*signature)` through a tag, `--sort=signature`, `--sort=-*signature`) run gpg, or the
+    // program `gpg.program` names, as `--show-signature` does (red-team round 43). Any word
+    // that is not a file name and mentions a signature is refused.
+    let mentions_signature = |word: &str| {
+        let lower = word.to_ascii_lowercase();
+        lower.contains("signature") && (lower.contains("%(") || !lower.contains(['/', '.']))
+    };
+    if let Some(word) = rest.iter().find(|word| word.contains("%G") || mentions_signature(word)) {
         return Judgement::Refused {
             entry: first,
             reason: format!("uses the format `{word}`, whose signature placeholders run gpg"),
