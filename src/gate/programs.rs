@@ -539,6 +539,10 @@ fn jq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), 
             // Modules are read from the search path (`~/.jq`, beside the binary): other files.
             || filter.contains("import")
             || filter.contains("include")
+            // Generators and loops without a bound, and numbers big enough to make one
+            // (`"x" | last(recurse(. + .))` doubles a string until memory runs out; round 44).
+            || ["recurse(", "range(", "repeat", "while(", "until("].iter().any(|word| compact.contains(word))
+            || has_big_number(filter)
             || filter.match_indices("env").any(|(index, _)| {
                 let before = filter[..index].chars().next_back();
                 let after = filter[index + 3..].chars().next();
@@ -548,21 +552,55 @@ fn jq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), 
     };
     for (word, role) in &parsed.operands {
         if *role == Role::Script && reads_environment(&args[*word]) {
-            return Err("uses a filter that reads the environment".to_owned());
+            return Err("uses a filter that reads the environment or can run without bound".to_owned());
         }
     }
     Ok(())
 }
 
-/// seq: `inf` and `nan` never end.
-fn seq_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+/// A number of more than six digits, or with an exponent (`1e12`), in a jq filter.
+fn has_big_number(filter: &str) -> bool {
+    let bytes = filter.as_bytes();
+    filter.split(|c: char| !c.is_ascii_digit()).any(|digits| digits.len() > 6)
+        || bytes.windows(3).any(|window| {
+            window[0].is_ascii_digit()
+                && matches!(window[1], b'e' | b'E')
+                && (window[2].is_ascii_digit() || matches!(window[2], b'+' | b'-'))
+        })
+}
+
+/// seq: `inf` and `nan` never end, and a bound of more than six digits or a format width of
+/// more than three (`-f '%0999999g'`) writes gigabytes, which `| sort` then spills into `/tmp`
+/// (red-team round 44).
+fn seq_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
     if operand_words(parsed, args).any(|word| {
         let lower = word.to_ascii_lowercase();
-        lower.contains("inf") || lower.contains("nan") || word.len() > 9
+        lower.contains("inf") || lower.contains("nan") || word.len() > 6
     }) {
         return Err("uses an unbounded sequence".to_owned());
     }
+    if let Some(format) = values(parsed, grammar, "f").find(|format| !format_widths_are_small(format)) {
+        return Err(format!("uses the format `{format}`, whose width writes without bound"));
+    }
     Ok(())
+}
+
+/// Whether every `%` directive of a printf-style format has a width and precision of at most
+/// three digits: `%2000000000s` prints two gigabytes for each argument.
+fn format_widths_are_small(format: &str) -> bool {
+    let mut rest = format;
+    while let Some(at) = rest.find('%') {
+        let spec = &rest[at + 1..];
+        let end = spec
+            .find(|c: char| !matches!(c, '-' | '+' | ' ' | '#' | '0'..='9' | '.' | '\'' | '*'))
+            .unwrap_or(spec.len());
+        let longest_digits = spec[..end].split(|c: char| !c.is_ascii_digit()).map(str::len).max().unwrap_or(0);
+        if longest_digits > 3 {
+            return false;
+        }
+        rest = spec.get(end + 1..).unwrap_or("");
+    }
+    true
 }
 
 /// The operators `test` and `[` are vouched for with. `-v` and `-R` (a variable's subscript
@@ -1823,7 +1861,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "TEXT TEXT? TEXT?",
         check: Some(seq_check),
         matches: &["seq 1 10"],
-        not_matches: &["seq inf", "seq 1 9999999999999"],
+        not_matches: &["seq inf", "seq 1 9999999999999", "seq 1 9999999", "seq -f '%0999999g' 1 9"],
         ..entry("safe.seq", &["seq"])
     },
     SafeEntry {
@@ -2305,6 +2343,9 @@ fn tar_list_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Resul
 fn printf_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let mut operands = operand_words(parsed, args);
     let Some(format) = operands.next() else { return Ok(()) };
+    if !format_widths_are_small(format) {
+        return Err(format!("uses the format `{format}`, whose width writes without bound"));
+    }
     if !has_numeric_conversion(format) {
         return Ok(());
     }
