@@ -145,7 +145,11 @@ fn the_known_limits_are_labeled_and_counted() {
         assert!(
             matches!(
                 attack.category.as_str(),
-                "symlink-escape" | "cwd-reroot" | "search-walk-unignored-secret" | "repository-configuration"
+                "symlink-escape"
+                    | "cwd-reroot"
+                    | "search-walk-unignored-secret"
+                    | "repository-configuration"
+                    | "resource-use"
             ),
             "{}: only the documented limits belong in the limits file",
             attack.id

@@ -460,6 +460,7 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         parse_budget: MAX_SOURCES,
         functions: Vec::new(),
         control_depth: 0,
+        loop_depth: 0,
         cd_count: 0,
         expanded_words: 0,
         cwd: cwd.map(str::to_owned),
@@ -570,6 +571,8 @@ struct Walker<'a> {
     functions: Vec<String>,
     /// How many loops, branches and function bodies enclose the current command.
     control_depth: usize,
+    /// How many `for` loops enclose the current command (nested loops multiply their words).
+    loop_depth: usize,
     /// How many `cd`/`pushd`/`popd` have run so far (to notice one inside a construct).
     cd_count: usize,
     /// Words brace expansion has made so far (bounded by [`MAX_EXPANDED_WORDS`]).
@@ -909,10 +912,20 @@ impl Walker<'_> {
     }
 
     fn walk_list(&mut self, list: &ast::CompoundList, depth: usize) {
-        for ast::CompoundListItem(and_or, _separator) in &list.0 {
+        for ast::CompoundListItem(and_or, separator) in &list.0 {
             if self.analysis.parts.len() >= MAX_PARTS {
                 // Already refused (see `walk_simple`); walking on would only cost time.
                 return;
+            }
+            if matches!(separator, ast::SeparatorOperator::Async) {
+                // A background job outlives the command the host waits for, and its timeout:
+                // `while :; do sleep 9 & done` left thousands of processes (round 45).
+                self.finding(
+                    ReasonCode::OpaqueExecution,
+                    Tier::High,
+                    None,
+                    "runs a command in the background (`&`), where it outlives the host's wait and timeout".to_owned(),
+                );
             }
             self.walk_pipeline(&and_or.first, depth);
             for next in &and_or.additional {
@@ -1114,7 +1127,21 @@ impl Walker<'_> {
                         }
                     }
                 }
+                // Each loop's words are bounded, but nested loops multiply them past any bound
+                // the gate sets on a word list (four loops of 40 words run 2.56 million times;
+                // red-team round 45).
+                if self.loop_depth > 0 {
+                    self.finding(
+                        ReasonCode::OpaqueExecution,
+                        Tier::High,
+                        None,
+                        "a loop inside another loop, whose iterations multiply without a bound the gate sets"
+                            .to_owned(),
+                    );
+                }
+                self.loop_depth += 1;
                 self.walk_loop_body(&clause.body.list, depth);
+                self.loop_depth -= 1;
             }
             ast::CompoundCommand::CaseClause(clause) => {
                 self.expansion_site(&clause.value.value, depth, "the `case` subject");
@@ -1147,6 +1174,14 @@ impl Walker<'_> {
                 self.forget_cwd_if_moved(cds);
             }
             ast::CompoundCommand::WhileClause(clause) | ast::CompoundCommand::UntilClause(clause) => {
+                // Walked, so a hard deny inside is found, but never vouched for: it runs until a
+                // condition the gate cannot evaluate, which may be never (round 45).
+                self.finding(
+                    ReasonCode::OpaqueExecution,
+                    Tier::High,
+                    None,
+                    "a `while` or `until` loop, which runs until a condition only known at run time".to_owned(),
+                );
                 let mut both = clause.0.clone();
                 both.0.extend(clause.1.list.0.iter().cloned());
                 self.walk_loop_body(&both, depth);
