@@ -248,6 +248,17 @@ fn closed_stop_hook_feedback_becomes_user_intent() {
     std::fs::remove_dir_all(&directory).unwrap();
 }
 
+/// A Codex hook payload for a shell call as Codex sends it: `Bash` with only the command, and
+/// the rollout that records the call's other arguments.
+fn codex_bash_payload(event: &str, rollout: &str, command: &str, call_id: &str) -> String {
+    json!({
+        "session_id": "s1", "turn_id": "t1", "transcript_path": rollout, "cwd": "/workspace",
+        "hook_event_name": event, "model": "gpt-5.1-codex", "permission_mode": "default",
+        "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": call_id,
+    })
+    .to_string()
+}
+
 /// Found by the hook red team, now closed (fail open, Codex). Codex's hook payload for `exec_command` is `{"command": cmd}`
 /// only (openai/codex `unified_exec/exec_command.rs`, `pre_tool_use_payload`); the call's
 /// `workdir` is dropped, and the hook's `cwd` is the session's. permit judges relative paths
@@ -269,14 +280,7 @@ fn closed_codex_exec_command_workdir_is_not_judged() {
         }}),
     ]);
     let rollout = write(&directory, "rollout.jsonl", &rollout);
-    let input = |event: &str| {
-        json!({
-            "session_id": "s1", "turn_id": "t1", "transcript_path": rollout, "cwd": "/workspace",
-            "hook_event_name": event, "model": "gpt-5.1-codex", "permission_mode": "default",
-            "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "call_rtWd",
-        })
-        .to_string()
-    };
+    let input = |event: &str| codex_bash_payload(event, &rollout, command, "call_rtWd");
     // The same search, spelled with the directory it really runs in: refused.
     let spelled = bare("PreToolUse", "Bash", json!({"command": "grep -r password /home/dev"}), "default");
     assert!(matches!(seen(&hook("codex", &["--config", &config], &spelled)), Seen::Blocked(_)));
@@ -309,12 +313,7 @@ fn closed_codex_local_shell_working_directory_is_not_judged() {
         }}),
     ]);
     let rollout = write(&directory, "rollout.jsonl", &rollout);
-    let input = json!({
-        "session_id": "s1", "turn_id": "t1", "transcript_path": rollout, "cwd": "/workspace",
-        "hook_event_name": "PreToolUse", "model": "gpt-5.1-codex", "permission_mode": "default",
-        "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "call_rtLs",
-    })
-    .to_string();
+    let input = codex_bash_payload("PreToolUse", &rollout, command, "call_rtLs");
     let pre = seen(&hook("codex", &["--config", &config], &input));
     assert!(matches!(pre, Seen::Blocked(_)), "a read in /home/dev/.docker was judged in /workspace: {pre:?}");
     std::fs::remove_dir_all(&directory).unwrap();
@@ -338,14 +337,7 @@ fn closed_codex_exec_command_shell_is_not_judged() {
             }}),
         ])
     };
-    let input = |rollout: &str| {
-        json!({
-            "session_id": "s1", "turn_id": "t1", "transcript_path": rollout, "cwd": "/workspace",
-            "hook_event_name": "PreToolUse", "model": "gpt-5.1-codex", "permission_mode": "default",
-            "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "call_rtSh",
-        })
-        .to_string()
-    };
+    let input = |rollout: &str| codex_bash_payload("PreToolUse", rollout, "ls", "call_rtSh");
     let system = write(&directory, "system.jsonl", &rollout("/bin/bash"));
     let planted = write(&directory, "planted.jsonl", &rollout("./scripts/bash"));
     let system = seen(&hook("codex", &["--config", &config], &input(&system)));

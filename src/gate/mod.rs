@@ -1369,8 +1369,7 @@ fn shell_field_is_routine(name: &str, value: &Value, command_field: &str) -> boo
         // Codex's `exec_command` runs `[shell, "-c", cmd]`: only a system shell is routine
         // (`./scripts/bash` is a program the agent may have written; round 42).
         "shell" => value.as_str().is_some_and(|shell| {
-            runs_system_program(shell)
-                && matches!(shell.rsplit('/').next(), Some("bash" | "sh" | "zsh" | "dash" | "ksh" | "ash" | "fish"))
+            runs_system_program(shell) && shell::is_shell(shell.rsplit('/').next().unwrap_or(shell))
         }),
         "description" | "justification" | "timeout" | "timeout_ms" | "yield_time_ms" | "max_output_tokens"
         | "run_in_background" | "login" | "tty" | "prefix_rule" | "id" | "type" => true,

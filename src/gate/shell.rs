@@ -397,7 +397,7 @@ const FETCHERS: [&str; 7] = ["curl", "wget", "fetch", "aria2c", "http", "https",
 const SHELLS: [&str; 7] = ["sh", "bash", "zsh", "dash", "ksh", "ash", "fish"];
 const INTERPRETERS: [&str; 9] = ["python", "python3", "python2", "perl", "ruby", "node", "php", "deno", "bun"];
 
-fn is_shell(program: &str) -> bool {
+pub(crate) fn is_shell(program: &str) -> bool {
     SHELLS.contains(&program)
 }
 
