@@ -56,7 +56,8 @@ fn word(text: &str) -> ast::Word {
 fn tokenize(source: &str, max_operators: usize) -> Option<Vec<Token<'_>>> {
     let body = source.strip_suffix('\n').unwrap_or(source);
     let bytes = body.as_bytes();
-    let mut tokens = Vec::new();
+    // About one token per six bytes in agent command lines: one allocation instead of several.
+    let mut tokens = Vec::with_capacity(bytes.len() / 6 + 4);
     let mut operators = 0;
     let mut at = 0;
     while at < bytes.len() {
@@ -202,7 +203,7 @@ pub(crate) fn parse(source: &str, max_operators: usize) -> Option<ast::Program> 
                 } else {
                     simple
                         .suffix
-                        .get_or_insert_with(|| ast::CommandSuffix(Vec::new()))
+                        .get_or_insert_with(|| ast::CommandSuffix(Vec::with_capacity(4)))
                         .0
                         .push(ast::CommandPrefixOrSuffixItem::Word(word(text)));
                 }

@@ -1341,6 +1341,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "rg -tsh x",
             "rg --type-add 'x:*.env' -t x y",
             "rg -g '*.rs' x",
+            "rg -g '*.py' -i api_key",
+            "rg -g '*.{swift,h}' SECRET",
             "rg token .git",
         ],
         ..entry("safe.rg", &["rg"])
@@ -2295,7 +2297,10 @@ fn rg_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), S
         return Err(format!("uses the type filter `{kind}`, which can search hidden files of that type"));
     }
     // An include glob overrides hidden and ignore rules (`-g '*'` searches `.git` and `.env`,
-    // and rg's `*` matches a leading dot): only exclusions (`!…`) are vouched for.
+    // and rg's `*` matches a leading dot): only exclusions (`!…`) are vouched for. Not even a
+    // source extension: unlike `-t py`, `-g '*.py'` also searches gitignored files, and
+    // `secrets.py` or `arduino_secrets.h` are ignored precisely because they hold secrets
+    // (red-team round 47).
     let globs = values(parsed, grammar, "glob").chain(values(parsed, grammar, "iglob"));
     for glob in globs {
         if !glob.starts_with('!') {

@@ -655,11 +655,19 @@ impl Walker<'_> {
             );
             return;
         }
+        // One pass notes which bytes occur, so that each pre-scan below whose trigger bytes are
+        // absent (most lines have no `<`, `$`, `\\` or `(`) is skipped: a skipped scan is one
+        // that could only have answered "nothing found".
+        let present = ByteSet::of(source);
         // `$((` weighs most: arithmetic and command substitution compete for every `(` after it.
-        let brackets = source.matches('[').count()
-            + source.matches("$(").count()
-            + source.matches("${").count()
-            + 4 * source.matches("$((").count();
+        let brackets = if present.any(b"[$") {
+            source.matches('[').count()
+                + source.matches("$(").count()
+                + source.matches("${").count()
+                + 4 * source.matches("$((").count()
+        } else {
+            0
+        };
         if brackets > MAX_BRACKETS {
             // brush-parser's grammars backtrack exponentially on runs of `[` (2 s for 39 of
             // them in 152 bytes, found by `cargo fuzz run shell`).
@@ -671,7 +679,7 @@ impl Walker<'_> {
             );
             return;
         }
-        if raw_nesting(source) > MAX_NESTING {
+        if present.any(b"({") && raw_nesting(source) > MAX_NESTING {
             self.finding(
                 ReasonCode::ShellParseError,
                 Tier::High,
@@ -689,8 +697,9 @@ impl Walker<'_> {
             );
             return;
         }
-        if let Some(c) =
-            source.chars().find(|c| (c.is_control() || c.is_whitespace()) && !matches!(c, '\n' | '\t' | ' '))
+        if let Some(c) = (present.unusual)
+            .then(|| source.chars().find(|c| (c.is_control() || c.is_whitespace()) && !matches!(c, '\n' | '\t' | ' ')))
+            .flatten()
         {
             // Control characters and exotic blanks (carriage return, form feed, NUL, NBSP) put
             // brush-parser's here-document tokenizer into states it never leaves (found by
@@ -703,7 +712,10 @@ impl Walker<'_> {
             );
             return;
         }
-        if let Some(at) = source.as_bytes().windows(2).position(|pair| pair[0] >= 0x80 && pair[1] == b'\\') {
+        if let Some(at) = (present.non_ascii && present.any(b"\\"))
+            .then(|| source.as_bytes().windows(2).position(|pair| pair[0] >= 0x80 && pair[1] == b'\\'))
+            .flatten()
+        {
             // In Big5, GBK, GB18030 and Shift_JIS (the user's locale, or one set in the line) a
             // backslash after a non-ASCII byte can be the second byte of a character, not an
             // escape: `echo "中\" ; cmd` runs `cmd` there. Which it is depends on the host's
@@ -720,7 +732,7 @@ impl Walker<'_> {
             );
             return;
         }
-        if source.contains("<<") && source.contains("\\\n") {
+        if present.any(b"<") && present.any(b"\\") && source.contains("<<") && source.contains("\\\n") {
             // bash joins `E\⏎OF` into the end marker `EOF`; brush-parser does not, so a line
             // bash runs would look like here-document text (red-team finding). Refused.
             self.finding(
@@ -731,7 +743,7 @@ impl Walker<'_> {
             );
             return;
         }
-        if let Some(divergence) = parser_divergence(source) {
+        if let Some(divergence) = parser_divergence(source, &present) {
             // Constructs where brush-parser reads the line differently from bash or zsh, found
             // by differential runs against both shells (red-team round 22). No agent needs them.
             self.finding(
@@ -742,7 +754,7 @@ impl Walker<'_> {
             );
             return;
         }
-        if heredoc_inside_substitution(source) {
+        if present.any(b"<") && heredoc_inside_substitution(source) {
             // bash 5.2 re-reads a command substitution from text it prints back, and with a
             // here-document inside that text joins `a ;⏎b` into one command `a b`; bash ends
             // a here-document in `$(…)`/`<(…)` at a line `EOF)` where zsh reads on. Walked on
@@ -755,7 +767,7 @@ impl Walker<'_> {
                     .to_owned(),
             );
         }
-        if let Some((at, construct)) = zsh_only_construct(source) {
+        if let Some((at, construct)) = present.any(b"!<$}").then(|| zsh_only_construct(source)).flatten() {
             // zsh reads `!(…)` as the glob `!` with qualifiers, and the `e` qualifier runs
             // code (`!(echo ';curl …|sh;'c)`); bash reads a negated subshell. zsh reads
             // `<->` and `<1-99>` as a glob of numbers (`id_ed<->''` matches `id_ed25519`);
@@ -782,7 +794,7 @@ impl Walker<'_> {
             );
             // Walked on: what the walk finds can only add strictness (a hard deny is still found).
         }
-        if has_empty_heredoc_delimiter(source) {
+        if present.any(b"<") && has_empty_heredoc_delimiter(source) {
             // brush-parser 0.4's tokenizer loops forever on an empty here-document delimiter
             // followed by trailing blanks (`cat <<"" `, found by `cargo fuzz run shell`). No agent
             // needs an empty delimiter, so it is refused before tokenizing.
@@ -804,7 +816,8 @@ impl Walker<'_> {
             terminated = format!("{source}\n");
             terminated.as_str()
         };
-        if !source.contains("<<") && unquoted_separators(source) >= MAX_PARTS {
+        // A count of MAX_PARTS needs twice as many separator bytes, so shorter lines skip it.
+        if source.len() >= 2 * MAX_PARTS && !source.contains("<<") && unquoted_separators(source) >= MAX_PARTS {
             // Counted before tokenizing, which costs hundreds of instructions a byte: a line of
             // this many commands is refused anyway (here-documents, whose bodies are text, take
             // the tokenizer's count below instead).
@@ -1329,11 +1342,13 @@ impl Walker<'_> {
         // `magicequalsubst` (`--output==cargo`); with `rcquotes`, `''` inside single quotes is
         // a quote character, which changes what `eval` or `sh -c` would parse. bash does none
         // of this: such a word is unknown.
-        if (word.len() > 1 && word.starts_with('=')) || rc_quotes_differ(word) {
+        // Plain words (the common case) need no parse; all the bytes looked for are ASCII, so
+        // a byte scan finds exactly the characters. Without quotes, `''` cannot occur.
+        let plain = !word.bytes().any(|byte| matches!(byte, b'$' | b'`' | b'\'' | b'"' | b'\\' | b'~' | b'{'));
+        if (word.len() > 1 && word.starts_with('=')) || (!plain && rc_quotes_differ(word)) {
             return Expanded::unknown(word);
         }
-        // Plain words (the common case) need no parse.
-        if !word.chars().any(|c| matches!(c, '$' | '`' | '\'' | '"' | '\\' | '~' | '{')) {
+        if plain {
             if word.contains("==") {
                 return Expanded::unknown(word);
             }
@@ -2297,12 +2312,19 @@ fn has_long_digit_run(word: &str) -> bool {
 fn glob_in_text(text: &str, at_start: bool) -> (bool, bool) {
     // Any unquoted `[` may open a class (its `]` can come later in the word); `[` alone is
     // the `test` command.
-    let bracket_class = text.contains('[') && text != "[";
     // zsh with `extendedglob` (many users' `.zshrc`; Claude Code runs the user's shell with
     // its options): `x#` repeats x (`.en#v` matches `.env`) and `^` negates, leading or not
-    // (`^README.md` matches every other file, `.env^x` matches `.env`).
-    let zsh_negation = text.contains('^');
-    let glob = text.contains(['*', '?', '#']) || bracket_class || zsh_negation;
+    // (`^README.md` matches every other file, `.env^x` matches `.env`). One pass over the bytes.
+    let (mut wildcard, mut bracket) = (false, false);
+    for byte in text.bytes() {
+        match byte {
+            b'*' | b'?' | b'#' | b'^' => wildcard = true,
+            b'[' => bracket = true,
+            _ => {}
+        }
+    }
+    let bracket_class = bracket && text != "[";
+    let glob = wildcard || bracket_class;
     let leading = glob && at_start && text.starts_with(['*', '?', '[', '^']);
     (glob, leading)
 }
@@ -2332,13 +2354,45 @@ fn rc_quotes_differ(word: &str) -> bool {
 
 /// A construct brush-parser reads differently from bash or zsh, described, if the line has one.
 /// Each test is crude and errs towards refusing: quotes are not always tracked.
-fn parser_divergence(source: &str) -> Option<&'static str> {
-    if source.contains("=~") {
+/// Which bytes a line holds, from one pass: the pre-scans in [`Walker::walk_source`] each look
+/// for constructs that need certain bytes, and are skipped when those are absent.
+struct ByteSet {
+    ascii: u128,
+    /// A byte of 0x80 or more (a non-ASCII character).
+    non_ascii: bool,
+    /// A control character other than a newline or tab, or any non-ASCII byte: the cases in
+    /// which the search for control characters and exotic blanks must run.
+    unusual: bool,
+}
+
+impl ByteSet {
+    fn of(source: &str) -> Self {
+        let (mut ascii, mut non_ascii, mut control) = (0u128, false, false);
+        for byte in source.bytes() {
+            if byte >= 0x80 {
+                non_ascii = true;
+            } else {
+                ascii |= 1 << byte;
+                control |= (byte < 0x20 && byte != b'\n' && byte != b'\t') || byte == 0x7f;
+            }
+        }
+        Self { ascii, non_ascii, unusual: control || non_ascii }
+    }
+
+    /// Whether any of these ASCII bytes occurs.
+    fn any(&self, bytes: &[u8]) -> bool {
+        bytes.iter().any(|&byte| byte < 0x80 && self.ascii & (1 << byte) != 0)
+    }
+}
+
+fn parser_divergence(source: &str, present: &ByteSet) -> Option<&'static str> {
+    // Each check is skipped when a byte it needs is absent (see [`ByteSet`]).
+    if present.any(b"=") && source.contains("=~") {
         // Inside `[[ x =~ (…) ]]` the parser takes the bracketed regex as one word, while bash
         // runs a `<(…)` in it, starts no here-document at `<<` and reads `#` literally.
         return Some("`=~` in `[[ ]]`, whose regular expression the parser reads differently from bash");
     }
-    let heredocs = heredoc_operators(source);
+    let heredocs = if present.any(b"<") { heredoc_operators(source) } else { Vec::new() };
     if !heredocs.is_empty() && source.contains("((") {
         // After `((` the parser stops recognising here-documents and picks another end marker.
         return Some("a here-document together with `((`");
@@ -2354,15 +2408,15 @@ fn parser_divergence(source: &str) -> Option<&'static str> {
         // `$(cat <<EOF)`: zsh gives the here-document an empty body and runs the next lines.
         return Some("a here-document opened inside `$(…)` or `<(…)` that closes on the same line");
     }
-    if (source.contains("$(") || source.contains('`')) && has_comment_start(source) {
+    if present.any(b"#") && (source.contains("$(") || source.contains('`')) && has_comment_start(source) {
         // Inside `$(…)` the parser keeps blanks in a word and misses a `#` comment after them.
         return Some("a comment inside a command substitution");
     }
-    if backslash_newline_in_single_quotes(source) || backslash_newline_in_ansi_quotes(source) {
+    if present.any(b"\\") && (backslash_newline_in_single_quotes(source) || backslash_newline_in_ansi_quotes(source)) {
         // In `$'…'` (and `'…'`) both shells keep a backslash-newline; the parser removes it.
         return Some("a backslash before a newline inside single quotes");
     }
-    if process_substitution_glued(source) {
+    if present.any(b"(") && process_substitution_glued(source) {
         // `x<(ls)` is one word to both shells (`x/dev/fd/63`), two to the parser.
         return Some("a process substitution joined to other text in one word");
     }

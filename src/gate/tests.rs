@@ -174,6 +174,24 @@ fn unknown_tools_are_high_and_their_annotations_ignored() {
     assert_eq!(outcome.action, GateAction::Allow);
 }
 
+/// Claude Code's Grep: an include glob overrides ripgrep's hidden and ignore rules, so only
+/// exclusions are vouched for; even a source extension reaches gitignored `secrets.py`
+/// (red-team round 47).
+#[test]
+fn grep_include_globs_are_never_vouched_for() {
+    let gate = gate();
+    let context = CallContext { cwd: Some(CWD) };
+    let decide = |glob: &str| {
+        gate.evaluate(&call("Grep", json!({ "pattern": "TODO", "path": "/workspace", "glob": glob })), context).action
+    };
+    for allowed in ["!*.lock", "!vendor/**,!*.min.js"] {
+        assert_eq!(decide(allowed), GateAction::Allow, "{allowed}");
+    }
+    for refused in ["*", ".env*", "*.py", "*.go", "**/*.rs", "*.{ts,tsx}", "*.h,!*.c"] {
+        assert_eq!(decide(refused), GateAction::Classify, "{refused}");
+    }
+}
+
 #[test]
 fn file_tools_are_judged_by_their_paths() {
     let gate = gate();
