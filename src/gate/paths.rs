@@ -466,7 +466,7 @@ fn components(path: &str) -> impl Iterator<Item = &str> {
 }
 
 /// File names that hold secrets wherever they are.
-const SENSITIVE_NAMES: [&str; 37] = [
+const SENSITIVE_NAMES: [&str; 44] = [
     ".env",
     // Yarn's `npmAuthToken` and Composer's registry tokens.
     ".yarnrc.yml",
@@ -509,6 +509,15 @@ const SENSITIVE_NAMES: [&str; 37] = [
     // Sentry's auth token; Android's signing passwords (round 39).
     ".sentryclirc",
     "keystore.properties",
+    // Round 48: Flutter's Android signing passwords, Azure Functions' connection strings,
+    // Sublime SFTP's and Atom's FTP passwords, a GnuPG secret keyring, database shell histories.
+    "key.properties",
+    "local.settings.json",
+    "sftp-config.json",
+    ".ftpconfig",
+    "secring.gpg",
+    ".mysql_history",
+    ".psql_history",
 ];
 /// File extensions (after the last dot) of key stores and secret files.
 /// `ppk` (PuTTY keys), `ovpn` (OpenVPN profiles, keys inline), `keytab` (Kerberos), `authinfo`
@@ -573,6 +582,13 @@ pub fn is_sensitive_name(name: &str) -> bool {
             .iter()
             .any(|prefix| name.starts_with(prefix))
         || (name.starts_with("id_") && ["id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"].iter().any(|key| name.starts_with(key)))
+        // `ssh-keygen -f deploy_key` writes a private key with no extension; Firebase's
+        // service-account download; Kerberos ticket caches; WireGuard configs (`PrivateKey`).
+        || (extension.is_none() && (name.ends_with("_key") || name.ends_with("-key")))
+        || name.contains("firebase-adminsdk")
+        || name.starts_with("krb5cc")
+        || (name.starts_with("wg") && extension == Some("conf"))
+        || name.contains("wireguard")
         || extension.is_some_and(|extension| extension == "tfvars" || SENSITIVE_EXTENSIONS.contains(&extension))
 }
 
