@@ -84,6 +84,7 @@ fn main() {
         style: ModelStyle::Decision,
         weights: WeightFormat::Auto,
         prefix_cache_mib: 128,
+        head: None,
     };
     println!("model: {}", path.display());
 
@@ -268,4 +269,65 @@ fn main() {
         println!("  {label:7} {p_allow:.3}  {tool} {input}  ({} ms)", elapsed.as_millis());
     }
     println!("peak RSS: {:.0} MiB  (target ≤ 1024 MiB)", peak_rss_mib());
+    drop(model);
+
+    // The trained head (issue 18): a head decision for a 150- and a 350-token prompt. Needs the
+    // shipped head for this model (or PERMIT_BENCH_HEAD).
+    let head = std::env::var_os("PERMIT_BENCH_HEAD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("examples/head-smollm2-135m.json"));
+    if !head.exists() {
+        println!("no head at {}: head decisions not measured", head.display());
+        return;
+    }
+    let head_model =
+        LocalBackend::load(LocalSettings { style: ModelStyle::Head, head: Some(head.clone()), ..settings })
+            .unwrap_or_else(|error| panic!("{error}"));
+    let words = "please look at the failing parser test and fix the empty input case then run the tests again ";
+    for target in [150usize, 350] {
+        // Grow the user's messages (at most three, as the head reads), then the call, until the
+        // prompt reaches the target size.
+        let (mut user, mut content) = (String::new(), String::new());
+        let mut request = head_request(&user, &content);
+        let mut tokens = 0;
+        for _ in 0..200 {
+            if tokens >= target {
+                break;
+            }
+            if user.len() < 3 * 560 {
+                user.push_str(words);
+            } else {
+                content.push_str(words);
+            }
+            request = head_request(&user, &content);
+            tokens = answer(&runtime, &head_model, &request).1.usage.prompt_tokens.unwrap() as usize;
+        }
+        let mut times = Vec::new();
+        for _ in 0..REPETITIONS {
+            times.push(answer(&runtime, &head_model, &request).0);
+        }
+        println!(
+            "head decision, {tokens}-token prompt: median {} (min {})  (target ≤ 0.3 s at 150 tokens)",
+            seconds(median(times.clone())),
+            seconds(*times.iter().min().unwrap())
+        );
+    }
+    println!("peak RSS with the head: {:.0} MiB", peak_rss_mib());
+}
+
+/// A head screen request: the user's words in up to three messages, and a Write call.
+fn head_request(user: &str, content: &str) -> ModelRequest {
+    let user_messages = user.as_bytes().chunks(560).map(|chunk| String::from_utf8_lossy(chunk).into_owned()).collect();
+    ModelRequest {
+        system: String::new(),
+        transcript: String::new(),
+        question_block: String::new(),
+        questions: vec![permit::classifier::questions::screen_question("p1")],
+        reasoned: false,
+        deadline: None,
+        screen_input: Some(permit::model::local::head::ScreenInput {
+            user_messages,
+            call: format!(r#"Write {{"file_path":"/workspace/NOTES.md","content":"{content}"}}"#),
+        }),
+    }
 }

@@ -99,6 +99,32 @@ pub enum Command {
               value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         min_denies: usize,
     },
+    /// Fit a trained head (`style = "head"`) for the local model on labeled calls: features
+    /// from the model's hidden states, regularisation by grouped cross-validation, the
+    /// threshold from out-of-fold answers, and the receipt, written as one small JSON file.
+    Train {
+        /// Case files: `permit eval` cases (`.jsonl`) or `evals/shell-commands.jsonl` lines.
+        #[arg(required = true)]
+        cases: Vec<PathBuf>,
+        /// Where to write the head.
+        #[arg(long)]
+        out: PathBuf,
+        /// The GGUF model whose hidden states the head reads. Defaults to the demo model.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// The decoder layer whose residual stream is read (1-based); later layers never run.
+        #[arg(long, default_value_t = 19)]
+        layer: usize,
+        /// Grouped cross-validation folds.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Also write the out-of-fold answers here, as a `results.jsonl` for `permit tune`.
+        #[arg(long)]
+        results: Option<PathBuf>,
+        /// Keep computed features in this file and reuse them on the next run.
+        #[arg(long)]
+        features_cache: Option<PathBuf>,
+    },
     /// Answer an agent's permission hook (JSON on stdin, the agent's answer on stdout).
     Hook {
         #[command(subcommand)]
@@ -261,6 +287,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Train { cases, out, model, layer, folds, results, features_cache } => {
+            let command = std::env::args().map(|arg| shell_quote(&arg)).collect::<Vec<_>>().join(" ");
+            crate::eval::train::run(crate::eval::train::TrainArgs {
+                cases,
+                out,
+                model: model.unwrap_or_else(|| crate::config::default_model_dir().join(crate::config::DEMO_MODEL_FILE)),
+                layer,
+                folds,
+                results,
+                features_cache,
+                command,
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tune { results, max_false_allow, min_denies } => {
             let loaded = crate::eval::read_results(&results)?;
             let recommendation = crate::eval::tune::recommend_with(&loaded, max_false_allow, min_denies);
@@ -291,5 +331,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print_out(&format!("config ok: {source}\n{summary}"))?;
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// A word as a shell would need it to read it back (for the command in a head's receipt).
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"-_./=:@+,".contains(&byte)) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }

@@ -122,6 +122,7 @@ impl Config {
                     style: ModelStyle::Decision,
                     weights: crate::model::local::WeightFormat::Auto,
                     prefix_cache_mib: default_prefix_cache_mib(),
+                    head: None,
                 },
                 allow_threshold_percent: EMBEDDED_SCREEN_THRESHOLD_PERCENT,
                 // Screens run one at a time on the CPU (a cold prompt takes a few seconds on two
@@ -468,6 +469,10 @@ pub enum ModelConfig {
         /// Memory for the key/value state of recent prompts, reused by prompts that share a prefix.
         #[serde(default = "default_prefix_cache_mib")]
         prefix_cache_mib: u32,
+        /// `style = "head"` only: a head file written by `permit train`, e.g.
+        /// `head = "examples/head-smollm2-135m.json"`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head: Option<PathBuf>,
     },
 }
 
@@ -685,6 +690,9 @@ pub enum ModelStyle {
     Decision,
     /// A JSON answer on the last line, optionally after reasoning.
     Text,
+    /// `backend = "local"` screens only: a logistic head trained by `permit train` reads the
+    /// model's hidden states (`head = "FILE"`). See the README's "A trained head".
+    Head,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -1083,6 +1091,12 @@ impl Config {
                 return Err("`review.timeout_ms` must be greater than 0".to_owned());
             }
             validate_model("review.model", &review.model)?;
+            if let ModelConfig::Local { style: ModelStyle::Head, .. } = review.model {
+                return Err(
+                    "`review.model`: a trained head only screens (it can let a call skip the review, never decide it); use `style = \"text\"`"
+                        .to_owned(),
+                );
+            }
             if let ModelConfig::Openai { style: ModelStyle::Decision, .. } = review.model {
                 return Err(
                     "`review.model`: the review reasons and answers several options, so it needs `style = \"text\"`"
@@ -1314,6 +1328,11 @@ fn validate_model(field: &str, model_config: &ModelConfig) -> Result<(), String>
             if !(2..=20).contains(top_logprobs) {
                 return Err(format!("`{field}.top_logprobs` must be within 2..=20, got {top_logprobs}"));
             }
+            if *style == ModelStyle::Head {
+                return Err(format!(
+                    "`{field}.style` `head` reads a local model's hidden states: it needs `backend = \"local\"`"
+                ));
+            }
             if *reasoning_model && *style == ModelStyle::Decision {
                 return Err(format!(
                     "`{field}`: a reasoning model reports no log-probabilities, so it needs `style = \"text\"`"
@@ -1343,7 +1362,20 @@ fn validate_model(field: &str, model_config: &ModelConfig) -> Result<(), String>
             validate_anthropic_sampling(field, model_config)?;
             validate_http(field, http)
         }
-        ModelConfig::Local { threads, max_new_tokens, prefix_cache_mib, .. } => {
+        ModelConfig::Local { threads, max_new_tokens, prefix_cache_mib, style, head, .. } => {
+            match (style, head) {
+                (ModelStyle::Head, None) => {
+                    return Err(format!(
+                        "`{field}`: `style = \"head\"` needs `head = \"FILE\"`, a head written by `permit train`"
+                    ));
+                }
+                (ModelStyle::Decision | ModelStyle::Text, Some(_)) => {
+                    return Err(format!(
+                        "`{field}.head` is read only with `style = \"head\"`: add it or remove `head`"
+                    ));
+                }
+                _ => {}
+            }
             if threads.is_some_and(|threads| !(1..=256).contains(&threads)) {
                 return Err(format!("`{field}.threads` must be within 1..=256"));
             }

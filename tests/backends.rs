@@ -172,6 +172,7 @@ fn screen_request() -> ModelRequest {
         question_block: "Question `screen` …".into(),
         questions: vec![screen_question("c1")],
         reasoned: false,
+        screen_input: None,
         deadline: Some(Instant::now() + Duration::from_secs(5)),
     }
 }

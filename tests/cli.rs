@@ -520,6 +520,22 @@ fn check_config_rejects_bad_configs_with_a_fix() {
             "unknown field `context`",
         ),
         ("[screen]\n[screen.model]\nbackend = \"local\"\npath = \"/nonexistent/m.gguf\"\n", "scripts/fetch-model.sh"),
+        (
+            "[screen]\n[screen.model]\nbackend = \"local\"\npath = \"m.gguf\"\nstyle = \"head\"\n",
+            "needs `head = \"FILE\"`",
+        ),
+        (
+            "[screen]\n[screen.model]\nbackend = \"local\"\npath = \"m.gguf\"\nhead = \"h.json\"\n",
+            "read only with `style = \"head\"`",
+        ),
+        (
+            "[review]\n[review.model]\nbackend = \"local\"\npath = \"m.gguf\"\nstyle = \"head\"\nhead = \"h.json\"\n",
+            "a trained head only screens",
+        ),
+        (
+            "[screen]\n[screen.model]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\nstyle = \"head\"\n",
+            "needs `backend = \"local\"`",
+        ),
         ("[server]\nbind = \"0.0.0.0:8787\"\n", "no tokens are configured"),
         (
             "[[rules]]\nid = \"r\"\ntool = \"Bash\"\ncommand_prefix = \"ls\"\ndecision = \"allow\"\nreason = \"x\"\nmatch = [\"cat a\"]\n",

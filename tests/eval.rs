@@ -258,11 +258,12 @@ fn bad_case_files_stop_the_eval_naming_file_and_line() {
 #[test]
 fn the_hand_written_case_files_load() {
     let directory = Path::new(env!("CARGO_MANIFEST_DIR")).join("evals/cases");
-    let files: Vec<PathBuf> = ["coding.jsonl", "batches.jsonl"].iter().map(|name| directory.join(name)).collect();
+    let files: Vec<PathBuf> =
+        ["coding.jsonl", "batches.jsonl", "overreach.jsonl"].iter().map(|name| directory.join(name)).collect();
     let cases = permit::eval::load_cases(&files).unwrap();
     let coding = cases.iter().filter(|case| case.label.is_some()).count();
     let batches = cases.iter().filter(|case| case.labels.is_some()).count();
-    assert!(coding >= 120, "{coding} labeled single-call cases");
+    assert!(coding >= 120 + 300, "{coding} labeled single-call cases");
     assert!(batches >= 15, "{batches} batch cases");
     for case in &cases {
         assert!(case.category.is_some() && case.note.is_some(), "`{}` needs a category and a note", case.id);

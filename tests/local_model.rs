@@ -48,6 +48,7 @@ fn settings() -> LocalSettings {
         style: ModelStyle::Decision,
         weights: WeightFormat::Auto,
         prefix_cache_mib: 64,
+        head: None,
     }
 }
 
@@ -81,6 +82,7 @@ fn request(
         questions,
         reasoned: false,
         deadline: None,
+        screen_input: None,
     }
 }
 

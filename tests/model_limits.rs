@@ -173,6 +173,7 @@ fn screen_request(deadline: Duration) -> ModelRequest {
         questions: vec![screen_question("c1")],
         reasoned: false,
         deadline: Some((tokio::time::Instant::now() + deadline).into_std()),
+        screen_input: None,
     }
 }
 

@@ -558,12 +558,21 @@ impl Pipeline {
         // Stage 1: screens, concurrently. Irreversible calls skip it: a screen may only allow.
         let mut escalated: Vec<usize> = Vec::new();
         if let Some(screen) = &self.screen {
-            let screened: Vec<usize> =
-                classified.iter().copied().filter(|index| outcomes[*index].model_may_allow).collect();
-            escalated.extend(classified.iter().copied().filter(|index| !outcomes[*index].model_may_allow));
-            let answers =
-                join_all(screened.iter().map(|index| self.screen_one(screen, transcript, &request.pending[*index])))
-                    .await;
+            // A trained head may clear only calls whose gate findings carry no signal of harm
+            // (its measured weakness lies in the others); they go straight to the review.
+            let trained_head = screen.model.is_trained_head();
+            let screenable = |index: &usize| {
+                outcomes[*index].model_may_allow
+                    && (!trained_head || super::eligibility::head_may_clear(&outcomes[*index]))
+            };
+            let screened: Vec<usize> = classified.iter().copied().filter(screenable).collect();
+            escalated.extend(classified.iter().copied().filter(|index| !screenable(index)));
+            let answers = join_all(
+                screened
+                    .iter()
+                    .map(|index| self.screen_one(screen, transcript, &request.transcript, &request.pending[*index])),
+            )
+            .await;
             for (index, record) in screened.into_iter().zip(answers) {
                 let allowed = record.error_kind.is_none()
                     && screen_allows(&record, screen.threshold, screen.model.reports_probabilities());
@@ -638,11 +647,22 @@ impl Pipeline {
         }
     }
 
-    async fn screen_one(&self, screen: &ScreenStage, transcript: Option<&str>, call: &PendingCall) -> StageRecord {
+    async fn screen_one(
+        &self,
+        screen: &ScreenStage,
+        transcript: Option<&str>,
+        events: &[crate::request::TranscriptEvent],
+        call: &PendingCall,
+    ) -> StageRecord {
         let Some(transcript) = transcript else {
             return error_record(screen.model.as_ref(), &ModelError::OverBudget, 0.0, 1);
         };
         let request = match self.prompts.screen(transcript, call) {
+            // A trained head reads the user's latest words and the call, not the rendered prompt.
+            Ok(request) if screen.model.is_trained_head() => crate::model::ModelRequest {
+                screen_input: Some(crate::model::local::head::ScreenInput::of(events, call)),
+                ..request
+            },
             Ok(request) => request,
             Err(error) => {
                 return error_record(screen.model.as_ref(), &ModelError::Malformed(error.to_string()), 0.0, 1);

@@ -133,6 +133,7 @@ impl Prompts {
             questions: vec![question],
             reasoned,
             deadline: None,
+            screen_input: None,
         })
     }
 
@@ -163,6 +164,7 @@ impl Prompts {
             questions,
             reasoned: true,
             deadline: None,
+            screen_input: None,
         })
     }
 }

@@ -14,6 +14,7 @@ pub mod cli;
 pub mod html;
 pub mod plot;
 pub mod report;
+pub mod train;
 pub mod tune;
 
 use std::collections::BTreeMap;

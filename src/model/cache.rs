@@ -509,6 +509,7 @@ mod tests {
             questions: vec![screen_question("c1")],
             reasoned: false,
             deadline: None,
+            screen_input: None,
         }
     }
 

@@ -56,6 +56,10 @@ pub struct ModelRequest {
     /// When the stage's time is up: retries never sleep past it.
     #[serde(skip)]
     pub deadline: Option<std::time::Instant>,
+    /// For screen requests: the user's latest words and the call, which a trained head reads
+    /// instead of the rendered prompt. Other backends ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen_input: Option<local::head::ScreenInput>,
 }
 
 /// A model's choice for one question.
@@ -160,6 +164,11 @@ pub trait DecisionModel: Send + Sync {
     fn reports_probabilities(&self) -> bool {
         false
     }
+    /// Whether this is a trained head (`style = "head"`): its screen may clear only calls whose
+    /// gate findings carry no signal of harm ([`crate::classifier::eligibility`]).
+    fn is_trained_head(&self) -> bool {
+        false
+    }
     fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>>;
     /// What loading found, for `permit check-config` (the local backend reports its model).
     fn describe(&self) -> Option<String> {
@@ -227,6 +236,14 @@ fn api_key(variable: &str) -> Result<String, String> {
     match std::env::var(variable) {
         Ok(key) if !key.trim().is_empty() => Ok(key.trim().to_owned()),
         _ => Err(format!("the environment variable `{variable}` that should hold the API key is not set")),
+    }
+}
+
+/// A leading `~/` in a model or head path is the home directory (`$HOME`), as a shell reads it.
+fn expand_home(path: &std::path::Path) -> std::path::PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => std::path::PathBuf::from(home).join(rest),
+        _ => path.to_owned(),
     }
 }
 
@@ -299,14 +316,15 @@ pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, 
             })?;
             Ok(std::sync::Arc::new(backend))
         }
-        ModelConfig::Local { path, threads, max_new_tokens, style, weights, prefix_cache_mib } => {
+        ModelConfig::Local { path, threads, max_new_tokens, style, weights, prefix_cache_mib, head } => {
             let backend = local::LocalBackend::load(local::LocalSettings {
-                path: path.clone(),
+                path: expand_home(path),
                 threads: *threads,
                 max_new_tokens: *max_new_tokens,
                 style: *style,
                 weights: *weights,
                 prefix_cache_mib: *prefix_cache_mib,
+                head: head.as_deref().map(expand_home),
             })
             .map_err(|error| error.to_string())?;
             Ok(std::sync::Arc::new(backend))

@@ -128,6 +128,11 @@ struct PromptTokensDetails {
 
 impl OpenAiBackend {
     pub fn new(settings: OpenAiSettings) -> Result<Self, String> {
+        if settings.style == ModelStyle::Head {
+            return Err(
+                "`style = \"head\"` reads a local model's hidden states: it needs `backend = \"local\"`".to_owned()
+            );
+        }
         let mut headers = HeaderMap::new();
         if let Some(key) = &settings.api_key {
             let (name, value) = if settings.api_key_header.eq_ignore_ascii_case("authorization") {
@@ -163,7 +168,8 @@ impl OpenAiBackend {
     fn body(&self, request: &ModelRequest) -> Result<Value, ModelError> {
         let settings = &self.settings;
         let (contract, max_tokens) = match settings.style {
-            ModelStyle::Decision => {
+            // `Head` is refused by `new`.
+            ModelStyle::Decision | ModelStyle::Head => {
                 let [question] = request.questions.as_slice() else {
                     return Err(ModelError::Unavailable(
                         format!("openai/{}", settings.model),
@@ -232,7 +238,8 @@ impl OpenAiBackend {
         };
         self.check_finish(&choice, usage.completion_tokens, reasoning_tokens)?;
         match self.settings.style {
-            ModelStyle::Decision => {
+            // `Head` is refused by `new`.
+            ModelStyle::Decision | ModelStyle::Head => {
                 let first = choice
                     .logprobs
                     .and_then(|logprobs| logprobs.content)

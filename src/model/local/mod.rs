@@ -25,6 +25,7 @@
 //! and any tensor or tokenizer error is `Unavailable`; the pipeline fails all of them closed.
 
 pub mod chat;
+pub mod head;
 pub mod prefix_cache;
 pub mod tokenizer;
 pub mod transformer;
@@ -87,6 +88,10 @@ pub enum LoadError {
     Tensor { name: String, message: String },
     #[error("cannot start the model's thread pool: {0}")]
     Threads(String),
+    #[error(transparent)]
+    Head(#[from] head::HeadError),
+    #[error("`style = \"head\"` needs `head = \"FILE\"`, a head written by `permit train`")]
+    HeadMissing,
 }
 
 impl LoadError {
@@ -104,6 +109,8 @@ pub struct LocalSettings {
     pub style: ModelStyle,
     pub weights: WeightFormat,
     pub prefix_cache_mib: u32,
+    /// The trained head (`style = "head"`).
+    pub head: Option<PathBuf>,
 }
 
 /// What loading found, for `check-config` and the startup log.
@@ -130,6 +137,8 @@ struct Loaded {
     pool: rayon::ThreadPool,
     cache: Mutex<prefix_cache::PrefixCache>,
     settings: LocalSettings,
+    /// The trained head, in head style.
+    head: Option<head::HeadFile>,
 }
 
 pub struct LocalBackend {
@@ -246,6 +255,15 @@ impl LocalBackend {
         if let Some(reason) = &report.chat_template_fallback {
             tracing::warn!(model = %settings.path.display(), "using ChatML: {reason}");
         }
+        let head = match (settings.style, &settings.head) {
+            (ModelStyle::Head, None) => return Err(LoadError::HeadMissing),
+            (ModelStyle::Head, Some(head_path)) => {
+                let digest = head::file_sha256(&settings.path)
+                    .map_err(|source| LoadError::Read { path: settings.path.clone(), source })?;
+                Some(head::HeadFile::load(head_path, &settings.path, &digest, shape.layers, shape.embedding)?)
+            }
+            _ => None,
+        };
         tracing::info!(?report, "local model loaded");
         let loaded = Loaded {
             transformer,
@@ -254,6 +272,7 @@ impl LocalBackend {
             pool,
             cache: Mutex::new(prefix_cache::PrefixCache::new(prefix_cache_tokens)),
             settings,
+            head,
         };
         Ok(LocalBackend {
             loaded: Arc::new(loaded),
@@ -278,6 +297,21 @@ impl LocalBackend {
     /// option: for checking the tokenizer and the chat template against other implementations.
     pub fn decision_prompt(&self, request: &ModelRequest, question: &Question) -> Result<Vec<u32>, ModelError> {
         self.loaded.prompt(request, &answer::option_contract(question))
+    }
+
+    /// The trained head's features for one call: the residual stream after `layer`, averaged
+    /// over the call's tokens (blocking; no deadline). `permit train` extracts its training
+    /// features through this, the same code the head style runs at decision time.
+    pub fn head_features(&self, input: &head::ScreenInput, layer: usize) -> Result<Vec<f32>, ModelError> {
+        let cancelled = AtomicBool::new(false);
+        let stop = Stop { started: Instant::now(), deadline: None, cancelled: &cancelled };
+        let loaded = &self.loaded;
+        loaded.pool.install(|| loaded.head_features(input, layer, &stop).map(|(features, _)| features))
+    }
+
+    /// The model's shape (layers, hidden width…).
+    pub fn shape(&self) -> &transformer::Shape {
+        self.loaded.transformer.shape()
     }
 
     /// Greedy completion of one chat turn (blocking; no deadline): for trying a model by hand and
@@ -325,7 +359,11 @@ impl DecisionModel for LocalBackend {
     }
 
     fn reports_probabilities(&self) -> bool {
-        self.loaded.settings.style == ModelStyle::Decision
+        matches!(self.loaded.settings.style, ModelStyle::Decision | ModelStyle::Head)
+    }
+
+    fn is_trained_head(&self) -> bool {
+        self.loaded.settings.style == ModelStyle::Head
     }
 
     fn answer<'a>(&'a self, request: &'a ModelRequest) -> BoxFuture<'a, Result<ModelAnswer, ModelError>> {
@@ -338,8 +376,20 @@ impl DecisionModel for LocalBackend {
             Some(reason) => format!("ChatML ({reason})"),
             None => "the file's own".to_owned(),
         };
+        let head = match (&self.loaded.head, &self.loaded.settings.head) {
+            (Some(head), Some(path)) => format!(
+                "; trained head `{}` (layer {}, out-of-fold AUROC {:.3}{})",
+                path.display(),
+                head.layer,
+                head.training.auroc,
+                head.threshold
+                    .as_ref()
+                    .map_or(String::new(), |receipt| format!(", its threshold {:.2}", receipt.threshold))
+            ),
+            _ => String::new(),
+        };
         Some(format!(
-            "{} loaded in {} ms: {}, {} layers, {} weights, {} threads, context {}, pre-tokenizer `{}`, chat template {template}, prefix cache {} tokens",
+            "{} loaded in {} ms: {}, {} layers, {} weights, {} threads, context {}, pre-tokenizer `{}`, chat template {template}, prefix cache {} tokens{head}",
             report.path.display(),
             report.load_ms,
             report.architecture,
@@ -365,6 +415,43 @@ impl Loaded {
                 }
                 Ok(ModelAnswer { choices, reasoning: None, usage })
             }
+            ModelStyle::Head => {
+                let head = self.head.as_ref().ok_or_else(|| {
+                    ModelError::Unavailable("local".to_owned(), "head style without a loaded head".to_owned())
+                })?;
+                let input = request.screen_input.as_ref().ok_or_else(|| {
+                    ModelError::Malformed(
+                        "a trained head only screens, and this request has no screen input".to_owned(),
+                    )
+                })?;
+                let mut choices = Vec::with_capacity(request.questions.len());
+                for question in &request.questions {
+                    let [allow, escalate] = question.options else {
+                        return Err(ModelError::Malformed(format!(
+                            "a trained head answers the screen's two options, not `{}`'s",
+                            question.id
+                        )));
+                    };
+                    let (features, tokens) = self.head_features(input, head.layer, stop)?;
+                    add(&mut usage.prompt_tokens, tokens);
+                    let p_allow = head.p_allow(&features);
+                    if !p_allow.is_finite() {
+                        return Err(ModelError::Malformed("the head's P(allow) is not a number".to_owned()));
+                    }
+                    // A tie is not a reason to allow.
+                    let chosen = if p_allow > 0.5 { allow.id } else { escalate.id };
+                    choices.push(Choice {
+                        question: question.id.clone(),
+                        option: chosen.to_owned(),
+                        probabilities: Some(
+                            [(allow.id.to_owned(), p_allow), (escalate.id.to_owned(), 1.0 - p_allow)]
+                                .into_iter()
+                                .collect(),
+                        ),
+                    });
+                }
+                Ok(ModelAnswer { choices, reasoning: None, usage })
+            }
             ModelStyle::Text => {
                 let prompt = self.prompt(request, &answer::text_contract(&request.questions, request.reasoned))?;
                 let text = self.generate(&prompt, self.settings.max_new_tokens, stop, &mut usage)?;
@@ -372,6 +459,49 @@ impl Loaded {
                 Ok(ModelAnswer { choices, reasoning, usage })
             }
         }
+    }
+
+    /// The head's features and the number of tokens read: the context from
+    /// `prompts/head-screen.md` (its last [`head::MAX_CONTEXT_TOKENS`] tokens), then the call
+    /// (its first [`head::MAX_CALL_TOKENS`]), each tokenised on its own so the call's tokens
+    /// are exactly known; the residual stream after `layer`, averaged over the call's tokens.
+    fn head_features(
+        &self,
+        input: &head::ScreenInput,
+        layer: usize,
+        stop: &Stop,
+    ) -> Result<(Vec<f32>, usize), ModelError> {
+        let tokenizer = &self.tokenizer;
+        let unavailable = |error: String| ModelError::Unavailable("local".to_owned(), error);
+        let messages: Vec<String> = input.user_messages.iter().map(|message| tokenizer.neutralise(message)).collect();
+        let context = head::render_context(&messages).map_err(unavailable)?;
+        let mut context = tokenizer.encode(&context).map_err(unavailable)?;
+        if context.len() > head::MAX_CONTEXT_TOKENS {
+            context.drain(..context.len() - head::MAX_CONTEXT_TOKENS);
+        }
+        let mut call = tokenizer.encode(&tokenizer.neutralise(&input.call)).map_err(unavailable)?;
+        call.truncate(head::MAX_CALL_TOKENS);
+        if call.is_empty() {
+            return Err(ModelError::Malformed("the call has no tokens".to_owned()));
+        }
+        let mut tokens: Vec<u32> = tokenizer.bos.into_iter().collect();
+        tokens.extend(&context);
+        let call_start = tokens.len();
+        tokens.extend(&call);
+        if tokens.len() > self.transformer.shape().context {
+            return Err(ModelError::OverBudget);
+        }
+        stop.check()?;
+        let hidden = self.transformer.hidden_states(&tokens, layer).map_err(tensor_error)?;
+        let pooled = hidden
+            .narrow(0, call_start, call.len())
+            .and_then(|rows| rows.mean(0))
+            .and_then(|mean| mean.to_vec1::<f32>())
+            .map_err(tensor_error)?;
+        if pooled.iter().any(|value| !value.is_finite()) {
+            return Err(ModelError::Malformed("the model produced non-finite hidden states".to_owned()));
+        }
+        Ok((pooled, tokens.len()))
     }
 
     /// The prompt's token ids: the chat template around the policy (system) and one user message

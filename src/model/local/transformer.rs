@@ -372,6 +372,51 @@ impl Transformer {
         Ok(split)
     }
 
+    /// The residual stream after the first `layers` decoder layers for `tokens` read from the
+    /// start (no cache), as `(tokens, embedding)` f32. The trained-head screen reads a middle
+    /// layer, so the layers after it are never run: the pass costs `layers / total` of a full one.
+    pub fn hidden_states(&self, tokens: &[u32], layers: usize) -> candle_core::Result<Tensor> {
+        let count = tokens.len();
+        if count == 0 {
+            candle_core::bail!("no tokens to feed");
+        }
+        if count > self.shape.context {
+            candle_core::bail!("{count} tokens exceed the context of {}", self.shape.context);
+        }
+        if layers == 0 || layers > self.layers.len() {
+            candle_core::bail!("layer {layers} is not one of the model's 1..={} layers", self.layers.len());
+        }
+        let mask = if count > 1 { Some(causal_mask(count, 0, &self.device)?) } else { None };
+        let cos = self.cos.narrow(0, 0, count)?;
+        let sin = self.sin.narrow(0, 0, count)?;
+        let ids = Tensor::new(tokens, &self.device)?;
+        let mut hidden = self.embedding.index_select(&ids, 0)?.unsqueeze(0)?;
+        for layer in &self.layers[..layers] {
+            hidden = self.layer(layer, hidden, None, mask.as_ref(), &cos, &sin)?.0;
+        }
+        hidden.squeeze(0)?.to_dtype(DType::F32)
+    }
+
+    /// One decoder layer: attention and feed-forward, each added to the residual stream.
+    /// Returns the new stream and the layer's keys and values (past ones included).
+    fn layer(
+        &self,
+        layer: &Layer,
+        hidden: Tensor,
+        past: Option<&(Tensor, Tensor)>,
+        mask: Option<&Tensor>,
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> candle_core::Result<(Tensor, (Tensor, Tensor))> {
+        let normed = candle_nn::ops::rms_norm(&hidden, &layer.attention_norm, self.shape.norm_eps)?;
+        let (attended, keys, values) = self.attention(layer, &normed, past, mask, cos, sin)?;
+        let hidden = (hidden + attended)?;
+        let normed = candle_nn::ops::rms_norm(&hidden, &layer.ffn_norm, self.shape.norm_eps)?;
+        let activated = (candle_nn::ops::silu(&layer.gate.forward(&normed)?)? * layer.up.forward(&normed)?)?;
+        let hidden = (hidden + layer.down.forward(&activated)?)?;
+        Ok((hidden, (keys, values)))
+    }
+
     fn run(
         &self,
         tokens: &[u32],
@@ -386,14 +431,9 @@ impl Transformer {
         let mut hidden = self.embedding.index_select(&ids, 0)?.unsqueeze(0)?;
         let mut new_layers = Vec::with_capacity(self.layers.len());
         for (index, layer) in self.layers.iter().enumerate() {
-            let past = cache.layers.get(index);
-            let normed = candle_nn::ops::rms_norm(&hidden, &layer.attention_norm, self.shape.norm_eps)?;
-            let (attended, keys, values) = self.attention(layer, &normed, past, mask, cos, sin)?;
-            new_layers.push((keys, values));
-            hidden = (hidden + attended)?;
-            let normed = candle_nn::ops::rms_norm(&hidden, &layer.ffn_norm, self.shape.norm_eps)?;
-            let activated = (candle_nn::ops::silu(&layer.gate.forward(&normed)?)? * layer.up.forward(&normed)?)?;
-            hidden = (hidden + layer.down.forward(&activated)?)?;
+            let (next, state) = self.layer(layer, hidden, cache.layers.get(index), mask, cos, sin)?;
+            new_layers.push(state);
+            hidden = next;
         }
         cache.len += count;
         cache.layers = new_layers;

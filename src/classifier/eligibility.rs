@@ -1,0 +1,171 @@
+//! Which calls a trained head (`style = "head"`) may clear: those whose gate findings carry no
+//! signal of harm.
+//!
+//! The head was measured to be at chance on risky actions that the user's request does relate
+//! to ("clean up", then a destructive delete), so the design must not depend on it there. It may
+//! clear a call only when every reason the gate gave is of the "nothing shown to be safe, and
+//! nothing shown to be harmful" kind, and every shell part it could not vouch for runs one of a
+//! few build, test and lint programs ([`HEAD_ELIGIBLE_PROGRAMS`]). Every other classified call
+//! skips the head and goes to the review, or to a person.
+//!
+//! An allowlist, like the gate's: a reason code or program not listed here is not eligible.
+//! It only narrows what the screen may clear; it never allows anything.
+
+use crate::decision::ReasonCode;
+use crate::gate::GateOutcome;
+
+/// Reason codes that say only "not on the known-safe list" (or "unknown tool"), with no
+/// finding of harm. Every other code is a signal: destructive or dangerous flags, credentials,
+/// persistence, agent policy, system and outside-workspace paths, privilege, environment
+/// overrides, dynamic or opaque execution, parse errors, operator rules, irreversibility.
+pub const HEAD_ELIGIBLE_REASONS: &[ReasonCode] = &[
+    // The tool's tier maps to `classify` in the configured mode: nothing found about its input.
+    ReasonCode::ModeTier,
+    // A tool the operator did not configure (general tool-use agents, AgentDojo's tools).
+    ReasonCode::UnknownTool,
+    // The request's own annotations were ignored: says nothing about the call.
+    ReasonCode::UntrustedAnnotationsIgnored,
+    // The parts the gate did vouch for.
+    ReasonCode::KnownSafeCommand,
+    // A shell part not on the known-safe table; further limited to HEAD_ELIGIBLE_PROGRAMS.
+    ReasonCode::UnlistedCommand,
+];
+
+/// Programs (and, where given, their first argument) whose unlisted runs a head may clear:
+/// building, testing, linting and formatting a project, which run the project's own code, as
+/// the user expects of a coding agent, and which neither delete, publish nor deploy. Anything
+/// else that is unlisted (`rm`, `git push`, `docker`, `kubectl`, `psql`, `curl`…) goes to the
+/// review.
+pub const HEAD_ELIGIBLE_PROGRAMS: &[(&str, &[&str])] = &[
+    ("cargo", &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata", "run"]),
+    ("go", &["build", "test", "vet", "fmt"]),
+    ("npm", &["test", "run", "ci"]),
+    ("pnpm", &["test", "run"]),
+    ("yarn", &["test", "run", "lint", "build"]),
+    ("pytest", &[]),
+    ("tox", &[]),
+    ("make", &[]),
+    ("mvn", &["test", "compile", "verify", "package"]),
+    ("gradle", &["test", "build", "check"]),
+    ("./gradlew", &["test", "build", "check"]),
+    ("ruff", &["check", "format"]),
+    ("mypy", &[]),
+    ("eslint", &[]),
+    ("tsc", &[]),
+    ("rspec", &[]),
+    ("bundle", &["exec"]),
+];
+
+/// Whether a trained head may clear this classified call (see the module header).
+pub fn head_may_clear(outcome: &GateOutcome) -> bool {
+    if outcome.hard_deny || !outcome.model_may_allow || outcome.veto_only {
+        return false;
+    }
+    if !outcome.reason_codes.iter().all(|code| HEAD_ELIGIBLE_REASONS.contains(code)) {
+        return false;
+    }
+    outcome
+        .findings
+        .iter()
+        .filter(|finding| finding.code == ReasonCode::UnlistedCommand)
+        .all(|finding| is_eligible_program(&finding.subject))
+}
+
+/// Whether a shell part (as the gate displays it) runs an eligible program: its first word,
+/// with no assignments or wrappers before it, and its first argument when the table lists any.
+fn is_eligible_program(part: &str) -> bool {
+    let mut words = part.split_ascii_whitespace();
+    let Some(program) = words.next() else { return false };
+    let Some((_, subcommands)) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|(name, _)| *name == program) else {
+        return false;
+    };
+    subcommands.is_empty() || words.next().is_some_and(|first| subcommands.contains(&first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::gate::{CallContext, Gate};
+    use crate::request::PendingCall;
+
+    fn outcome(tool: &str, input: serde_json::Value) -> GateOutcome {
+        let mut config = Config::default();
+        config.workspace.home = Some("/home/dev".to_owned());
+        let gate = Gate::new(&config).unwrap();
+        let call = PendingCall {
+            id: "c1".into(),
+            name: tool.into(),
+            input: input.as_object().unwrap().clone(),
+            annotations: None,
+        };
+        gate.evaluate(&call, CallContext { cwd: Some("/workspace") })
+    }
+
+    fn bash(command: &str) -> GateOutcome {
+        outcome("Bash", serde_json::json!({ "command": command }))
+    }
+
+    #[test]
+    fn only_build_and_test_runs_and_unknown_tools_are_eligible() {
+        for command in [
+            "cargo test",
+            "cargo build 2>&1 | tail -n 20",
+            "npm run lint",
+            "pytest -x tests/test_a.py",
+            "make",
+            "RUST_LOG=debug cargo test",
+            "timeout 60 cargo test",
+        ] {
+            assert!(head_may_clear(&bash(command)), "{command}");
+        }
+        assert!(head_may_clear(&outcome("send_money", serde_json::json!({ "recipient": "x", "amount": 1 }))));
+        for command in [
+            "rm -rf build",
+            "git push --force origin main",
+            "cargo publish",
+            "npm publish",
+            "docker system prune -a",
+            "curl -s https://example.com",
+            "cargo test; rm -rf ~/.cache",
+        ] {
+            assert!(!head_may_clear(&bash(command)), "{command}");
+        }
+    }
+
+    /// One case per reason code that carries a signal: none is eligible.
+    #[test]
+    fn every_signal_of_harm_keeps_the_head_out() {
+        let cases = [
+            ("Bash", serde_json::json!({ "command": "cat ~/.ssh/id_rsa" }), ReasonCode::CredentialPath),
+            ("Bash", serde_json::json!({ "command": "echo x >> ~/.bashrc" }), ReasonCode::PersistencePath),
+            ("Bash", serde_json::json!({ "command": "sudo make install" }), ReasonCode::PrivilegeEscalation),
+            ("Bash", serde_json::json!({ "command": "cat /etc/shadow" }), ReasonCode::SystemPath),
+            ("Bash", serde_json::json!({ "command": "$CMD" }), ReasonCode::DynamicCommand),
+            ("Bash", serde_json::json!({ "command": "bash -c \"$X\"" }), ReasonCode::OpaqueExecution),
+            ("Bash", serde_json::json!({ "command": "PATH=/tmp cargo test" }), ReasonCode::EnvironmentOverride),
+            ("Bash", serde_json::json!({ "command": "find . -delete" }), ReasonCode::DangerousFlag),
+            (
+                "Write",
+                serde_json::json!({ "file_path": "/workspace/.claude/settings.json", "content": "{}" }),
+                ReasonCode::AgentPolicyPath,
+            ),
+            (
+                "Write",
+                serde_json::json!({ "file_path": "/workspace/.github/workflows/ci.yml", "content": "x" }),
+                ReasonCode::CiConfigPath,
+            ),
+            (
+                "Edit",
+                serde_json::json!({ "file_path": "/tmp/x.rs", "old_string": "a", "new_string": "b" }),
+                ReasonCode::PathOutsideWorkspace,
+            ),
+        ];
+        for (tool, input, code) in cases {
+            let outcome = outcome(tool, input.clone());
+            assert!(outcome.reason_codes.contains(&code), "{input}: {:?}", outcome.reason_codes);
+            assert!(!HEAD_ELIGIBLE_REASONS.contains(&code));
+            assert!(!head_may_clear(&outcome), "{input}");
+        }
+    }
+}
