@@ -283,7 +283,7 @@ fn main() {
     let head_model =
         LocalBackend::load(LocalSettings { style: ModelStyle::Head, head: Some(head.clone()), ..settings })
             .unwrap_or_else(|error| panic!("{error}"));
-    let words = "please look at the failing parser test and fix the empty input case then run the tests again ";
+    let words = "fix the parser test ";
     for target in [150usize, 350] {
         // Grow the user's messages (at most three, as the head reads), then the call, until the
         // prompt reaches the target size.

@@ -31,21 +31,22 @@ pub const HEAD_ELIGIBLE_REASONS: &[ReasonCode] = &[
     ReasonCode::UnlistedCommand,
 ];
 
-/// Programs (and, where given, their first argument) whose unlisted runs a head may clear:
-/// building, testing, linting and formatting a project, which run the project's own code, as
-/// the user expects of a coding agent, and which neither delete, publish nor deploy. Anything
-/// else that is unlisted (`rm`, `git push`, `docker`, `kubectl`, `psql`, `curl`…) goes to the
-/// review.
+/// Programs whose unlisted runs a head may clear, each with the words that must follow it:
+/// building, testing, linting and formatting a project. They run the project's own code, as the
+/// user expects of a coding agent, and neither delete, publish, install nor deploy. A run is
+/// eligible when its words after the program start with one of the listed sequences (an empty
+/// list: any words). `make` takes only the listed targets, or none. Anything else that is
+/// unlisted (`rm`, `git push`, `npm run deploy`, `make release`, `cargo run`, `docker`, `psql`,
+/// `curl`…) goes to the review.
 pub const HEAD_ELIGIBLE_PROGRAMS: &[(&str, &[&str])] = &[
-    ("cargo", &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata", "run"]),
-    ("go", &["build", "test", "vet", "fmt"]),
-    ("npm", &["test", "run", "ci"]),
-    ("pnpm", &["test", "run"]),
-    ("yarn", &["test", "run", "lint", "build"]),
+    ("cargo", &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata"]),
+    ("go", &["build", "test", "vet"]),
+    ("npm", &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"]),
+    ("pnpm", &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"]),
+    ("yarn", &["test", "build", "lint", "typecheck", "run test", "run build", "run lint", "run typecheck"]),
     ("pytest", &[]),
     ("tox", &[]),
-    ("make", &[]),
-    ("mvn", &["test", "compile", "verify", "package"]),
+    ("mvn", &["test", "compile", "verify"]),
     ("gradle", &["test", "build", "check"]),
     ("./gradlew", &["test", "build", "check"]),
     ("ruff", &["check", "format"]),
@@ -53,8 +54,10 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[(&str, &[&str])] = &[
     ("eslint", &[]),
     ("tsc", &[]),
     ("rspec", &[]),
-    ("bundle", &["exec"]),
 ];
+
+/// `make` targets a head may clear (`make` alone builds the default target).
+pub const HEAD_ELIGIBLE_MAKE_TARGETS: &[&str] = &["test", "tests", "check", "build", "lint", "all"];
 
 /// Whether a trained head may clear this classified call (see the module header).
 pub fn head_may_clear(outcome: &GateOutcome) -> bool {
@@ -72,14 +75,21 @@ pub fn head_may_clear(outcome: &GateOutcome) -> bool {
 }
 
 /// Whether a shell part (as the gate displays it) runs an eligible program: its first word,
-/// with no assignments or wrappers before it, and its first argument when the table lists any.
+/// with no assignments or wrappers before it, and the words after it as the table lists.
 fn is_eligible_program(part: &str) -> bool {
-    let mut words = part.split_ascii_whitespace();
-    let Some(program) = words.next() else { return false };
-    let Some((_, subcommands)) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|(name, _)| *name == program) else {
+    let words: Vec<&str> = part.split_ascii_whitespace().collect();
+    let Some((program, rest)) = words.split_first() else { return false };
+    if *program == "make" {
+        return rest.is_empty() || (rest.len() == 1 && HEAD_ELIGIBLE_MAKE_TARGETS.contains(&rest[0]));
+    }
+    let Some((_, sequences)) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|(name, _)| name == program) else {
         return false;
     };
-    subcommands.is_empty() || words.next().is_some_and(|first| subcommands.contains(&first))
+    sequences.is_empty()
+        || sequences.iter().any(|sequence| {
+            let expected: Vec<&str> = sequence.split(' ').collect();
+            rest.len() >= expected.len() && rest[..expected.len()] == expected[..]
+        })
 }
 
 #[cfg(test)]
@@ -125,6 +135,13 @@ mod tests {
             "git push --force origin main",
             "cargo publish",
             "npm publish",
+            "npm run deploy",
+            "npm run build:prod && npm run release",
+            "npm ci",
+            "make release",
+            "make test deploy",
+            "cargo run -- --reset-db",
+            "yarn run deploy",
             "docker system prune -a",
             "curl -s https://example.com",
             "cargo test; rm -rf ~/.cache",
