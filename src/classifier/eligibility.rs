@@ -185,4 +185,133 @@ mod tests {
             assert!(!head_may_clear(&outcome), "{input}");
         }
     }
+    /// Every reason code, each with its expected eligibility. The match has no wildcard, so a
+    /// new reason code does not compile until it is classified here (and added to `ALL`).
+    fn expected(code: ReasonCode) -> bool {
+        match code {
+            ReasonCode::ModeTier => true,
+            ReasonCode::UnknownTool => true,
+            ReasonCode::UntrustedAnnotationsIgnored => true,
+            ReasonCode::KnownSafeCommand => true,
+            ReasonCode::CriticalCommand => false,
+            ReasonCode::DangerousFlag => false,
+            ReasonCode::UnlistedCommand => true,
+            ReasonCode::MalformedArguments => false,
+            ReasonCode::ShellParseError => false,
+            ReasonCode::DynamicCommand => false,
+            ReasonCode::EnvironmentOverride => false,
+            ReasonCode::PrivilegeEscalation => false,
+            ReasonCode::OpaqueExecution => false,
+            ReasonCode::PathOutsideWorkspace => false,
+            ReasonCode::PathEscape => false,
+            ReasonCode::CredentialPath => false,
+            ReasonCode::SystemPath => false,
+            ReasonCode::PersistencePath => false,
+            ReasonCode::AgentPolicyPath => false,
+            ReasonCode::CiConfigPath => false,
+            ReasonCode::VisibilityConfig => false,
+            ReasonCode::NoWorkspace => false,
+            ReasonCode::OperatorRule => false,
+            ReasonCode::HardDenyRule => false,
+            ReasonCode::CostlyBudgetExhausted => false,
+            ReasonCode::Irreversible => false,
+            ReasonCode::NoClassifier => false,
+            ReasonCode::ScreenAllow => false,
+            ReasonCode::ReviewAllow => false,
+            ReasonCode::ReviewError => false,
+            ReasonCode::NoReviewModel => false,
+            ReasonCode::ScreenTimeout => false,
+            ReasonCode::ScreenError => false,
+            ReasonCode::ModelBusy => false,
+            ReasonCode::ModelCallLimit => false,
+            ReasonCode::SessionDenialLimit => false,
+            ReasonCode::DecisionTimeout => false,
+            ReasonCode::AuditUnavailable => false,
+            ReasonCode::SessionStoreUnavailable => false,
+        }
+    }
+
+    const ALL: &[ReasonCode] = &[
+        ReasonCode::ModeTier,
+        ReasonCode::UnknownTool,
+        ReasonCode::UntrustedAnnotationsIgnored,
+        ReasonCode::KnownSafeCommand,
+        ReasonCode::CriticalCommand,
+        ReasonCode::DangerousFlag,
+        ReasonCode::UnlistedCommand,
+        ReasonCode::MalformedArguments,
+        ReasonCode::ShellParseError,
+        ReasonCode::DynamicCommand,
+        ReasonCode::EnvironmentOverride,
+        ReasonCode::PrivilegeEscalation,
+        ReasonCode::OpaqueExecution,
+        ReasonCode::PathOutsideWorkspace,
+        ReasonCode::PathEscape,
+        ReasonCode::CredentialPath,
+        ReasonCode::SystemPath,
+        ReasonCode::PersistencePath,
+        ReasonCode::AgentPolicyPath,
+        ReasonCode::CiConfigPath,
+        ReasonCode::VisibilityConfig,
+        ReasonCode::NoWorkspace,
+        ReasonCode::OperatorRule,
+        ReasonCode::HardDenyRule,
+        ReasonCode::CostlyBudgetExhausted,
+        ReasonCode::Irreversible,
+        ReasonCode::NoClassifier,
+        ReasonCode::ScreenAllow,
+        ReasonCode::ReviewAllow,
+        ReasonCode::ReviewError,
+        ReasonCode::NoReviewModel,
+        ReasonCode::ScreenTimeout,
+        ReasonCode::ScreenError,
+        ReasonCode::ModelBusy,
+        ReasonCode::ModelCallLimit,
+        ReasonCode::SessionDenialLimit,
+        ReasonCode::DecisionTimeout,
+        ReasonCode::AuditUnavailable,
+        ReasonCode::SessionStoreUnavailable,
+    ];
+
+    /// The table per reason code: a classified call carrying only that code (and, for
+    /// `unlisted_command`, an eligible program) is eligible exactly when the code is.
+    #[test]
+    fn the_eligibility_table_holds_for_every_reason_code() {
+        for code in ALL {
+            assert_eq!(HEAD_ELIGIBLE_REASONS.contains(code), expected(*code), "{code:?}");
+            let outcome = GateOutcome {
+                action: crate::decision::GateAction::Classify,
+                tier: crate::decision::Tier::High,
+                structural_tier: crate::decision::Tier::High,
+                hard_deny: false,
+                veto_only: false,
+                model_may_allow: true,
+                reversibility: None,
+                rules: Vec::new(),
+                reason_codes: vec![*code],
+                primary: *code,
+                findings: vec![crate::gate::Finding {
+                    code: *code,
+                    subject: "cargo test".to_owned(),
+                    detail: String::new(),
+                    rule: None,
+                }],
+            };
+            assert_eq!(head_may_clear(&outcome), expected(*code), "{code:?}");
+            // With a signal of harm beside it, never.
+            let mut mixed = outcome.clone();
+            mixed.reason_codes.push(ReasonCode::DangerousFlag);
+            assert!(!head_may_clear(&mixed), "{code:?} with dangerous_flag");
+            // A hard deny, an irreversible tool or reviewer mode: never.
+            for alter in [
+                |o: &mut GateOutcome| o.hard_deny = true,
+                |o: &mut GateOutcome| o.model_may_allow = false,
+                |o: &mut GateOutcome| o.veto_only = true,
+            ] {
+                let mut altered = outcome.clone();
+                alter(&mut altered);
+                assert!(!head_may_clear(&altered), "{code:?}");
+            }
+        }
+    }
 }
