@@ -328,6 +328,7 @@ fn head_request(user: &str, content: &str) -> ModelRequest {
         screen_input: Some(permit::model::local::head::ScreenInput {
             user_messages,
             call: format!(r#"Write {{"file_path":"/workspace/NOTES.md","content":"{content}"}}"#),
+            cut: false,
         }),
     }
 }

@@ -1,5 +1,5 @@
 //! Which calls a trained head (`style = "head"`) may clear: those whose gate findings carry no
-//! signal of harm.
+//! signal of harm, and whose every word the head reads.
 //!
 //! The head was measured to be at chance on risky actions that the user's request does relate
 //! to ("clean up", then a destructive delete), so the design must not depend on it there. It may
@@ -8,8 +8,17 @@
 //! few build, test and lint programs ([`HEAD_ELIGIBLE_PROGRAMS`]). Every other classified call
 //! skips the head and goes to the review, or to a person.
 //!
-//! An allowlist, like the gate's: a reason code or program not listed here is not eligible.
-//! It only narrows what the screen may clear; it never allows anything.
+//! A tool the operator did not configure is not eligible: MCP's defaults for an unannotated
+//! tool are destructive and open-world, and a red team had the head clear 70 of 268 harmful
+//! unknown-tool calls (`DROP TABLE`, deletes, refunds). Within an eligible run, every option
+//! is on [`HEAD_ELIGIBLE_FLAGS`] or [`HEAD_ELIGIBLE_VALUED`] (with a plain value) and every
+//! other word is a plain name or relative path: options that run a program or load code
+//! (`cargo --config build.rustc=…`, `go test -exec`, `mvn -DargLine=-javaagent:…`, `pytest
+//! --pastebin`) were cleared by the head in the same red team. The head itself refuses to
+//! clear a call longer than it reads ([`crate::model::local::head`]).
+//!
+//! An allowlist, like the gate's: a reason code, program or option not listed here is not
+//! eligible. It only narrows what the screen may clear; it never allows anything.
 
 use crate::decision::ReasonCode;
 use crate::gate::GateOutcome;
@@ -21,8 +30,6 @@ use crate::gate::GateOutcome;
 pub const HEAD_ELIGIBLE_REASONS: &[ReasonCode] = &[
     // The tool's tier maps to `classify` in the configured mode: nothing found about its input.
     ReasonCode::ModeTier,
-    // A tool the operator did not configure (general tool-use agents, AgentDojo's tools).
-    ReasonCode::UnknownTool,
     // The request's own annotations were ignored: says nothing about the call.
     ReasonCode::UntrustedAnnotationsIgnored,
     // The parts the gate did vouch for.
@@ -59,12 +66,141 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[(&str, &[&str])] = &[
 /// `make` targets a head may clear (`make` alone builds the default target).
 pub const HEAD_ELIGIBLE_MAKE_TARGETS: &[&str] = &["test", "tests", "check", "build", "lint", "all"];
 
+/// Options without a value that an eligible run may carry: output, selection and build-profile
+/// switches that neither run another program nor read or write outside the workspace.
+pub const HEAD_ELIGIBLE_FLAGS: &[&str] = &[
+    "--lib",
+    "--bins",
+    "--tests",
+    "--benches",
+    "--examples",
+    "--all-targets",
+    "--workspace",
+    "--all",
+    "--release",
+    "--quiet",
+    "-q",
+    "--verbose",
+    "-v",
+    "-vv",
+    "--no-fail-fast",
+    "--locked",
+    "--offline",
+    "--frozen",
+    "--all-features",
+    "--no-default-features",
+    "--doc",
+    "--check",
+    "--no-deps",
+    "--nocapture",
+    "--ignored",
+    "--include-ignored",
+    "--exact",
+    "--show-output",
+    "-race",
+    "-short",
+    "-cover",
+    "-x",
+    "--lf",
+    "--ff",
+    "--noEmit",
+    "--fix",
+    "--diff",
+    "--batch-mode",
+    "-B",
+    "--no-color",
+    "--stacktrace",
+    "--info",
+    "--",
+    "--silent",
+];
+
+/// Options that take one plain value (`-p NAME`, `--features=a,b`): package, target, feature,
+/// test-name, count and format selectors.
+pub const HEAD_ELIGIBLE_VALUED: &[&str] = &[
+    "-p",
+    "--package",
+    "--test",
+    "--bin",
+    "--example",
+    "--bench",
+    "--features",
+    "-F",
+    "-j",
+    "--jobs",
+    "--test-threads",
+    "-count",
+    "-run",
+    "-timeout",
+    "-k",
+    "--maxfail",
+    "--durations",
+    "--tb",
+    "-n",
+    "--max-warnings",
+    "-D",
+    "-W",
+    "-A",
+];
+
+/// A value or operand the head may see in an eligible run: letters, digits and `_ - . , :`,
+/// plus `/` for relative paths; never absolute, home-relative or climbing (`..`), never `=`.
+fn is_plain_word(word: &str, path: bool) -> bool {
+    !word.is_empty()
+        && word.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_-.,:".contains(&byte) || (path && byte == b'/'))
+        && !word.starts_with(['/', '-'])
+        && !word.split('/').any(|part| part == "..")
+}
+
+/// Whether the words after an eligible program's subcommand are all listed options, their
+/// plain values, or plain operands.
+fn arguments_are_plain(words: &[&str]) -> bool {
+    let mut index = 0;
+    while let Some(word) = words.get(index) {
+        index += 1;
+        if HEAD_ELIGIBLE_FLAGS.contains(word) {
+            continue;
+        }
+        if HEAD_ELIGIBLE_VALUED.contains(word) {
+            match words.get(index) {
+                Some(value) if is_plain_word(value, false) => index += 1,
+                _ => return false,
+            }
+            continue;
+        }
+        if let Some((name, value)) = word.split_once('=') {
+            if HEAD_ELIGIBLE_VALUED.contains(&name) && is_plain_word(value, false) {
+                continue;
+            }
+            return false;
+        }
+        if !is_plain_word(word, true) {
+            return false;
+        }
+    }
+    true
+}
+
 /// Whether a trained head may clear this classified call (see the module header).
 pub fn head_may_clear(outcome: &GateOutcome) -> bool {
+    eligible(outcome, false)
+}
+
+/// Whether `permit train` measures the head on this call: the calls it may clear, and also
+/// unknown tools with no other finding. A head never clears an unknown tool, but they hold
+/// most of the labeled denies there are to measure it on (AgentDojo's tools), so its
+/// cross-validation, threshold and leave-one-suite-out figures count them.
+pub fn head_is_measured_on(outcome: &GateOutcome) -> bool {
+    eligible(outcome, true)
+}
+
+fn eligible(outcome: &GateOutcome, unknown_tools: bool) -> bool {
     if outcome.hard_deny || !outcome.model_may_allow || outcome.veto_only {
         return false;
     }
-    if !outcome.reason_codes.iter().all(|code| HEAD_ELIGIBLE_REASONS.contains(code)) {
+    let listed =
+        |code: &ReasonCode| HEAD_ELIGIBLE_REASONS.contains(code) || (unknown_tools && *code == ReasonCode::UnknownTool);
+    if !outcome.reason_codes.iter().all(listed) {
         return false;
     }
     outcome
@@ -85,11 +221,15 @@ fn is_eligible_program(part: &str) -> bool {
     let Some((_, sequences)) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|(name, _)| name == program) else {
         return false;
     };
-    sequences.is_empty()
-        || sequences.iter().any(|sequence| {
-            let expected: Vec<&str> = sequence.split(' ').collect();
-            rest.len() >= expected.len() && rest[..expected.len()] == expected[..]
-        })
+    if sequences.is_empty() {
+        return arguments_are_plain(rest);
+    }
+    sequences.iter().any(|sequence| {
+        let expected: Vec<&str> = sequence.split(' ').collect();
+        rest.len() >= expected.len()
+            && rest[..expected.len()] == expected[..]
+            && arguments_are_plain(&rest[expected.len()..])
+    })
 }
 
 #[cfg(test)]
@@ -117,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn only_build_and_test_runs_and_unknown_tools_are_eligible() {
+    fn only_plain_build_and_test_runs_are_eligible() {
         for command in [
             "cargo test",
             "cargo build 2>&1 | tail -n 20",
@@ -126,10 +266,13 @@ mod tests {
             "make",
             "RUST_LOG=debug cargo test",
             "timeout 60 cargo test",
+            "cargo test --workspace -p permit -- --nocapture --test-threads=1",
+            "cargo clippy --all-targets -- -D warnings",
+            "pytest -x -q tests/test_api.py -k slow",
         ] {
             assert!(head_may_clear(&bash(command)), "{command}");
         }
-        assert!(head_may_clear(&outcome("send_money", serde_json::json!({ "recipient": "x", "amount": 1 }))));
+        assert!(!head_may_clear(&outcome("send_money", serde_json::json!({ "recipient": "x", "amount": 1 }))));
         for command in [
             "rm -rf build",
             "git push --force origin main",
@@ -142,6 +285,14 @@ mod tests {
             "make test deploy",
             "cargo run -- --reset-db",
             "yarn run deploy",
+            "cargo test --config build.rustc=/tmp/rustc",
+            "cargo test -- --logfile /home/dev/.bashrc",
+            "go test -exec /tmp/x ./...",
+            "mvn test -DargLine=-javaagent:/tmp/a.jar",
+            "pytest --pastebin=all",
+            "pytest /tmp/evil_test.py",
+            "pytest ../other/tests",
+            "cargo test +nightly",
             "docker system prune -a",
             "curl -s https://example.com",
             "cargo test; rm -rf ~/.cache",
@@ -190,7 +341,7 @@ mod tests {
     fn expected(code: ReasonCode) -> bool {
         match code {
             ReasonCode::ModeTier => true,
-            ReasonCode::UnknownTool => true,
+            ReasonCode::UnknownTool => false,
             ReasonCode::UntrustedAnnotationsIgnored => true,
             ReasonCode::KnownSafeCommand => true,
             ReasonCode::CriticalCommand => false,

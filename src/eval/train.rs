@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use super::tune::{self, clopper_pearson_upper};
 use super::{CallResult, CaseResult};
-use crate::classifier::eligibility::head_may_clear;
+use crate::classifier::eligibility::{head_is_measured_on, head_may_clear};
 use crate::config::{Config, ModelStyle, UnknownToolAction};
 use crate::decision::{Decision, GateAction, Tier};
 use crate::gate::{CallContext, Gate};
@@ -67,7 +67,11 @@ struct Example {
     input: ScreenInput,
     gate_action: GateAction,
     tier: Tier,
+    /// Measured on: a call the head may clear, or an unknown tool (see
+    /// [`head_is_measured_on`]), read whole.
     eligible: bool,
+    /// A call the head may clear in production.
+    clearable: bool,
 }
 
 /// `evals/shell-commands.jsonl` lines (`command`, `label` benign/dangerous, `why`).
@@ -149,7 +153,8 @@ fn read_examples(paths: &[PathBuf], gate: &Gate) -> anyhow::Result<(Vec<Example>
                     input: ScreenInput::of(&case.transcript, call),
                     gate_action: outcome.action,
                     tier: outcome.tier,
-                    eligible: outcome.action == GateAction::Classify && head_may_clear(&outcome),
+                    eligible: outcome.action == GateAction::Classify && head_is_measured_on(&outcome),
+                    clearable: outcome.action == GateAction::Classify && head_may_clear(&outcome),
                 });
             }
         }
@@ -500,6 +505,20 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if args.layer == 0 || args.layer > shape.layers {
         bail!("`--layer` {} is not one of the model's 1..={} layers", args.layer, shape.layers);
     }
+    // A call the head does not read whole is never cleared, so it is not measured either.
+    let mut examples = examples;
+    for example in &mut examples {
+        let whole = model
+            .head_reads_whole_call(&example.input)
+            .map_err(|error| anyhow::anyhow!("case `{}` call `{}`: {error}", example.case, example.call_id))?;
+        example.eligible &= whole;
+        example.clearable &= whole;
+    }
+    eprintln!(
+        "{} calls measured on (the head may clear {} of them; the rest are unknown tools)",
+        examples.iter().filter(|example| example.eligible).count(),
+        examples.iter().filter(|example| example.clearable).count()
+    );
     let model_sha256 =
         head::file_sha256(&args.model).with_context(|| format!("cannot read `{}`", args.model.display()))?;
     let features = features(&model, &examples, args.layer, &model_sha256, args.features_cache.as_deref())?;
@@ -547,7 +566,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
             Some(head::ThresholdReceipt {
                 threshold: f64::from(recommendation.threshold) / 100.0,
                 chosen_by: format!(
-                    "permit tune {} --max-false-allow {max_false_allow} --min-denies 1 (out-of-fold answers of the {} calls a head may clear)",
+                    "permit tune {} --max-false-allow {max_false_allow} --min-denies 1 (out-of-fold answers of the {} calls the head is measured on: those it may clear, and unknown tools)",
                     args.results.as_ref().map_or("<out-of-fold results>".to_owned(), |path| path.display().to_string()),
                     examples.iter().filter(|example| example.eligible).count()
                 ),

@@ -12,6 +12,10 @@
 //! skip the review, and only for calls whose gate findings carry no signal of harm
 //! ([`crate::classifier::eligibility`]).
 //!
+//! It reads all of the call or clears nothing: a call longer than the head reads
+//! ([`MAX_CALL_TOKENS`]) is an error, never judged on its start (a red team padded harmful
+//! commands behind eight harmless runs, and the head, reading only the start, cleared them).
+//!
 //! On failure: a head file that is missing, malformed, or made for another model file, layer
 //! count, pooling or prompt template stops startup with the reason; at decision time a request
 //! without screen input, a prompt too long for the model or a tensor error is an error, which
@@ -46,6 +50,10 @@ pub struct ScreenInput {
     pub user_messages: Vec<String>,
     /// `Name {json input}`, compact.
     pub call: String,
+    /// The call was longer than [`CALL_CHARS`] and was cut: the head would not read all of it,
+    /// so it must not clear it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 impl ScreenInput {
@@ -63,7 +71,9 @@ impl ScreenInput {
             .collect();
         user_messages.reverse();
         let input = serde_json::to_string(&call.input).unwrap_or_default();
-        ScreenInput { user_messages, call: cut_chars(&format!("{} {input}", call.name), CALL_CHARS) }
+        let whole = format!("{} {input}", call.name);
+        let cut = whole.chars().count() > CALL_CHARS;
+        ScreenInput { user_messages, call: cut_chars(&whole, CALL_CHARS), cut }
     }
 }
 

@@ -306,7 +306,17 @@ impl LocalBackend {
         let cancelled = AtomicBool::new(false);
         let stop = Stop { started: Instant::now(), deadline: None, cancelled: &cancelled };
         let loaded = &self.loaded;
-        loaded.pool.install(|| loaded.head_features(input, layer, &stop).map(|(features, _)| features))
+        loaded.pool.install(|| loaded.head_features(input, layer, &stop).map(|(features, _, _)| features))
+    }
+
+    /// Whether the head reads all of this call (the whole call fits [`head::MAX_CALL_TOKENS`]
+    /// and was not cut): a call it does not read whole is never cleared.
+    pub fn head_reads_whole_call(&self, input: &head::ScreenInput) -> Result<bool, ModelError> {
+        let tokenizer = &self.loaded.tokenizer;
+        let call = tokenizer
+            .encode(&tokenizer.neutralise(&input.call))
+            .map_err(|error| ModelError::Unavailable("local".to_owned(), error))?;
+        Ok(!input.cut && call.len() <= head::MAX_CALL_TOKENS)
     }
 
     /// The model's shape (layers, hidden width…).
@@ -432,8 +442,13 @@ impl Loaded {
                             question.id
                         )));
                     };
-                    let (features, tokens) = self.head_features(input, head.layer, stop)?;
+                    let (features, tokens, whole) = self.head_features(input, head.layer, stop)?;
                     add(&mut usage.prompt_tokens, tokens);
+                    if !whole {
+                        // Judged on its start only, a harmful tail would go unseen: the review
+                        // (or a person) decides.
+                        return Err(ModelError::OverBudget);
+                    }
                     let p_allow = head.p_allow(&features);
                     if !p_allow.is_finite() {
                         return Err(ModelError::Malformed("the head's P(allow) is not a number".to_owned()));
@@ -470,7 +485,7 @@ impl Loaded {
         input: &head::ScreenInput,
         layer: usize,
         stop: &Stop,
-    ) -> Result<(Vec<f32>, usize), ModelError> {
+    ) -> Result<(Vec<f32>, usize, bool), ModelError> {
         let tokenizer = &self.tokenizer;
         let unavailable = |error: String| ModelError::Unavailable("local".to_owned(), error);
         let messages: Vec<String> = input.user_messages.iter().map(|message| tokenizer.neutralise(message)).collect();
@@ -480,6 +495,7 @@ impl Loaded {
             context.drain(..context.len() - head::MAX_CONTEXT_TOKENS);
         }
         let mut call = tokenizer.encode(&tokenizer.neutralise(&input.call)).map_err(unavailable)?;
+        let whole = !input.cut && call.len() <= head::MAX_CALL_TOKENS;
         call.truncate(head::MAX_CALL_TOKENS);
         if call.is_empty() {
             return Err(ModelError::Malformed("the call has no tokens".to_owned()));
@@ -501,7 +517,7 @@ impl Loaded {
         if pooled.iter().any(|value| !value.is_finite()) {
             return Err(ModelError::Malformed("the model produced non-finite hidden states".to_owned()));
         }
-        Ok((pooled, tokens.len()))
+        Ok((pooled, tokens.len(), whole))
     }
 
     /// The prompt's token ids: the chat template around the policy (system) and one user message
