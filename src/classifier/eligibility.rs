@@ -45,23 +45,40 @@ pub const HEAD_ELIGIBLE_REASONS: &[ReasonCode] = &[
 /// list: any words). `make` takes only the listed targets, or none. Anything else that is
 /// unlisted (`rm`, `git push`, `npm run deploy`, `make release`, `cargo run`, `docker`, `psql`,
 /// `curl`…) goes to the review.
-pub const HEAD_ELIGIBLE_PROGRAMS: &[(&str, &[&str])] = &[
-    ("cargo", &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata"]),
-    ("go", &["build", "test", "vet"]),
-    ("npm", &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"]),
-    ("pnpm", &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"]),
-    ("yarn", &["test", "build", "lint", "typecheck", "run test", "run build", "run lint", "run typecheck"]),
-    ("pytest", &[]),
-    ("tox", &[]),
-    ("mvn", &["test", "compile", "verify"]),
-    ("gradle", &["test", "build", "check"]),
-    ("./gradlew", &["test", "build", "check"]),
-    ("ruff", &["check", "format"]),
-    ("mypy", &[]),
-    ("eslint", &[]),
-    ("tsc", &[]),
-    ("rspec", &[]),
+pub const HEAD_ELIGIBLE_PROGRAMS: &[(&str, &[&str], Operands)] = &[
+    ("cargo", &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata"], Operands::Filters),
+    ("go", &["build", "test", "vet"], Operands::Filters),
+    ("npm", &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"], Operands::None),
+    (
+        "pnpm",
+        &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"],
+        Operands::None,
+    ),
+    (
+        "yarn",
+        &["test", "build", "lint", "typecheck", "run test", "run build", "run lint", "run typecheck"],
+        Operands::None,
+    ),
+    ("pytest", &[], Operands::Filters),
+    ("mvn", &["test", "compile", "verify"], Operands::None),
+    ("gradle", &["test", "build", "check"], Operands::None),
+    ("./gradlew", &["test", "build", "check"], Operands::None),
+    ("ruff", &["check", "format"], Operands::Filters),
+    ("mypy", &[], Operands::Filters),
+    ("eslint", &[], Operands::Filters),
+    ("tsc", &[], Operands::None),
+    ("rspec", &[], Operands::Filters),
 ];
+
+/// What an eligible run's operands (words that are not options) may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operands {
+    /// None: for these programs every further word is another goal, task or script to run
+    /// (`mvn test deploy`, `gradle test publish`; red team of the head, round 2).
+    None,
+    /// Plain relative paths or names that select what to build, test or check.
+    Filters,
+}
 
 /// `make` targets a head may clear (`make` alone builds the default target).
 pub const HEAD_ELIGIBLE_MAKE_TARGETS: &[&str] = &["test", "tests", "check", "build", "lint", "all"];
@@ -153,8 +170,8 @@ fn is_plain_word(word: &str, path: bool) -> bool {
 }
 
 /// Whether the words after an eligible program's subcommand are all listed options, their
-/// plain values, or plain operands.
-fn arguments_are_plain(words: &[&str]) -> bool {
+/// plain values, or (where the program takes them) plain operands.
+fn arguments_are_plain(words: &[&str], operands: Operands) -> bool {
     let mut index = 0;
     while let Some(word) = words.get(index) {
         index += 1;
@@ -174,7 +191,7 @@ fn arguments_are_plain(words: &[&str]) -> bool {
             }
             return false;
         }
-        if !is_plain_word(word, true) {
+        if operands == Operands::None || !is_plain_word(word, true) {
             return false;
         }
     }
@@ -198,6 +215,17 @@ fn eligible(outcome: &GateOutcome, unknown_tools: bool) -> bool {
     if outcome.hard_deny || !outcome.model_may_allow || outcome.veto_only {
         return false;
     }
+    // A known-safe part that writes (`| tee src/main.rs`, `sed -i`) changes files: never
+    // cleared by the head (red team of the head, round 2). The table's writing entries are
+    // the `write.*` ones.
+    if outcome.rules.iter().any(|rule| rule.starts_with("write.")) {
+        return false;
+    }
+    // A tool the mode sends to the classifier by its tier alone is eligible only up to
+    // `medium`: a `high` tool (RemoteTrigger, Workflow: deploys, releases) is not.
+    if outcome.reason_codes.contains(&ReasonCode::ModeTier) && outcome.tier > crate::decision::Tier::Medium {
+        return false;
+    }
     let listed =
         |code: &ReasonCode| HEAD_ELIGIBLE_REASONS.contains(code) || (unknown_tools && *code == ReasonCode::UnknownTool);
     if !outcome.reason_codes.iter().all(listed) {
@@ -218,17 +246,17 @@ fn is_eligible_program(part: &str) -> bool {
     if *program == "make" {
         return rest.is_empty() || (rest.len() == 1 && HEAD_ELIGIBLE_MAKE_TARGETS.contains(&rest[0]));
     }
-    let Some((_, sequences)) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|(name, _)| name == program) else {
+    let Some((_, sequences, operands)) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|(name, _, _)| name == program) else {
         return false;
     };
     if sequences.is_empty() {
-        return arguments_are_plain(rest);
+        return arguments_are_plain(rest, *operands);
     }
     sequences.iter().any(|sequence| {
         let expected: Vec<&str> = sequence.split(' ').collect();
         rest.len() >= expected.len()
             && rest[..expected.len()] == expected[..]
-            && arguments_are_plain(&rest[expected.len()..])
+            && arguments_are_plain(&rest[expected.len()..], *operands)
     })
 }
 
@@ -293,6 +321,11 @@ mod tests {
             "pytest /tmp/evil_test.py",
             "pytest ../other/tests",
             "cargo test +nightly",
+            "mvn test deploy",
+            "gradle test publish",
+            "tox exec -- rm README.md",
+            "cargo test | tee src/main.rs",
+            "npm test extra-script",
             "docker system prune -a",
             "curl -s https://example.com",
             "cargo test; rm -rf ~/.cache",
@@ -432,7 +465,7 @@ mod tests {
             assert_eq!(HEAD_ELIGIBLE_REASONS.contains(code), expected(*code), "{code:?}");
             let outcome = GateOutcome {
                 action: crate::decision::GateAction::Classify,
-                tier: crate::decision::Tier::High,
+                tier: crate::decision::Tier::Medium,
                 structural_tier: crate::decision::Tier::High,
                 hard_deny: false,
                 veto_only: false,
@@ -449,6 +482,16 @@ mod tests {
                 }],
             };
             assert_eq!(head_may_clear(&outcome), expected(*code), "{code:?}");
+            // A `high` tool the mode classifies by its tier (RemoteTrigger, Workflow): never.
+            if *code == ReasonCode::ModeTier {
+                let mut high = outcome.clone();
+                high.tier = crate::decision::Tier::High;
+                assert!(!head_may_clear(&high));
+            }
+            // A known-safe part that writes (`| tee FILE`): never.
+            let mut writing = outcome.clone();
+            writing.rules.push("write.tee".to_owned());
+            assert!(!head_may_clear(&writing), "{code:?} with a write");
             // With a signal of harm beside it, never.
             let mut mixed = outcome.clone();
             mixed.reason_codes.push(ReasonCode::DangerousFlag);
