@@ -215,10 +215,10 @@ fn eligible(outcome: &GateOutcome, unknown_tools: bool) -> bool {
     if outcome.hard_deny || !outcome.model_may_allow || outcome.veto_only {
         return false;
     }
-    // A known-safe part that writes (`| tee src/main.rs`, `sed -i`) changes files: never
-    // cleared by the head (red team of the head, round 2). The table's writing entries are
-    // the `write.*` ones.
-    if outcome.rules.iter().any(|rule| rule.starts_with("write.")) {
+    // A call that writes a file by name (`| tee src/main.rs`, `| sort -o Cargo.toml`,
+    // `echo … > conftest.py; pytest`) changes what runs or what is kept: never cleared by the
+    // head (red team of the head, rounds 2 and 3).
+    if outcome.writes {
         return false;
     }
     // A tool the mode sends to the classifier by its tier alone is eligible only up to
@@ -325,6 +325,9 @@ mod tests {
             "gradle test publish",
             "tox exec -- rm README.md",
             "cargo test | tee src/main.rs",
+            "cargo test 2>&1 | sort -o Cargo.toml",
+            "echo 'import os' > conftest.py; pytest",
+            "cargo test | head -c 0 > Cargo.toml",
             "npm test extra-script",
             "docker system prune -a",
             "curl -s https://example.com",
@@ -480,6 +483,7 @@ mod tests {
                     detail: String::new(),
                     rule: None,
                 }],
+                writes: false,
             };
             assert_eq!(head_may_clear(&outcome), expected(*code), "{code:?}");
             // A `high` tool the mode classifies by its tier (RemoteTrigger, Workflow): never.
@@ -488,9 +492,9 @@ mod tests {
                 high.tier = crate::decision::Tier::High;
                 assert!(!head_may_clear(&high));
             }
-            // A known-safe part that writes (`| tee FILE`): never.
+            // A call that writes a file by name (`| tee FILE`, `> conftest.py`): never.
             let mut writing = outcome.clone();
-            writing.rules.push("write.tee".to_owned());
+            writing.writes = true;
             assert!(!head_may_clear(&writing), "{code:?} with a write");
             // With a signal of harm beside it, never.
             let mut mixed = outcome.clone();

@@ -91,6 +91,10 @@ pub struct GateOutcome {
     /// The code that decided the action.
     pub primary: ReasonCode,
     pub findings: Vec<Finding>,
+    /// Some part of the call writes a file by name: a write role or a write redirection in a
+    /// shell line, or a file tool's write path. Never decides anything by itself; a trained
+    /// head never clears such a call ([`crate::classifier::eligibility`]).
+    pub writes: bool,
 }
 
 impl GateOutcome {
@@ -114,6 +118,7 @@ impl GateOutcome {
                 detail: "was not judged before the request's deadline".to_owned(),
                 rule: None,
             }],
+            writes: false,
         }
     }
 
@@ -176,6 +181,8 @@ struct Unit {
     descriptors_may_be_files: bool,
     /// The least strict action the unit may get, unless an operator `allow` rule covers it.
     floor: GateAction,
+    /// A path judged as written (a write role, a write redirection, a file tool's write path).
+    writes: bool,
 }
 
 impl Unit {
@@ -192,6 +199,7 @@ impl Unit {
             memo: false,
             descriptors_may_be_files: true,
             floor: GateAction::Allow,
+            writes: false,
         }
     }
 
@@ -711,6 +719,13 @@ impl Gate {
             || other_readings.iter().any(|(_, alternate)| alternate.writes())
             || part.redirects.iter().any(|(_, access)| *access == Access::Write);
         *written |= writes;
+        // What the outcome reports as writing by name: a known part's write roles, or a write
+        // redirection to anything but a stream device (`2> /dev/null` writes nothing).
+        unit.writes = known.as_ref().is_some_and(|(_, _, parsed)| parsed.writes())
+            || other_readings.iter().any(|(_, alternate)| alternate.writes())
+            || part.redirects.iter().any(|(target, access)| {
+                *access == Access::Write && target.as_deref().is_none_or(|target| !paths::is_stream_device(target))
+            });
         // Only command-prefix rules read the words; skip the copy when there are none.
         if !self.rules.is_empty() {
             unit.argv = Some(part.argv.clone());
@@ -1054,6 +1069,7 @@ impl Gate {
     ) -> Unit {
         let mut unit = Unit::new(structural, ReasonCode::ModeTier);
         let arguments = &spec.arguments;
+        unit.writes = arguments.write_paths.iter().any(|field| call.input.contains_key(field.as_str()));
         let fields = arguments
             .read_paths
             .iter()
@@ -1352,6 +1368,7 @@ impl Gate {
             reason_codes,
             primary,
             findings,
+            writes: units.iter().any(|unit| unit.writes),
         }
     }
 }
