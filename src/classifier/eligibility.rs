@@ -11,8 +11,8 @@
 //! A tool the operator did not configure is not eligible: MCP's defaults for an unannotated
 //! tool are destructive and open-world, and a red team had the head clear 70 of 268 harmful
 //! unknown-tool calls (`DROP TABLE`, deletes, refunds). Within an eligible run, every option
-//! is on [`HEAD_ELIGIBLE_FLAGS`] or [`HEAD_ELIGIBLE_VALUED`] (with a plain value) and every
-//! other word is a plain name or relative path: options that run a program or load code
+//! is one its program declares ([`EligibleProgram`]; a plain value where it takes one) and
+//! every other word is a plain name or relative path: options that run a program or load code
 //! (`cargo --config build.rustc=…`, `go test -exec`, `mvn -DargLine=-javaagent:…`, `pytest
 //! --pastebin`) were cleared by the head in the same red team. The head itself refuses to
 //! clear a call longer than it reads ([`crate::model::local::head`]).
@@ -38,36 +38,178 @@ pub const HEAD_ELIGIBLE_REASONS: &[ReasonCode] = &[
     ReasonCode::UnlistedCommand,
 ];
 
-/// Programs whose unlisted runs a head may clear, each with the words that must follow it:
-/// building, testing, linting and formatting a project. They run the project's own code, as the
-/// user expects of a coding agent, and neither delete, publish, install nor deploy. A run is
-/// eligible when its words after the program start with one of the listed sequences (an empty
-/// list: any words). `make` takes only the listed targets, or none. Anything else that is
-/// unlisted (`rm`, `git push`, `npm run deploy`, `make release`, `cargo run`, `docker`, `psql`,
-/// `curl`…) goes to the review.
-pub const HEAD_ELIGIBLE_PROGRAMS: &[(&str, &[&str], Operands)] = &[
-    ("cargo", &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata"], Operands::Filters),
-    ("go", &["build", "test", "vet"], Operands::Filters),
-    ("npm", &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"], Operands::None),
-    (
-        "pnpm",
-        &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"],
-        Operands::None,
-    ),
-    (
-        "yarn",
-        &["test", "build", "lint", "typecheck", "run test", "run build", "run lint", "run typecheck"],
-        Operands::None,
-    ),
-    ("pytest", &[], Operands::Filters),
-    ("mvn", &["test", "compile", "verify"], Operands::None),
-    ("gradle", &["test", "build", "check"], Operands::None),
-    ("./gradlew", &["test", "build", "check"], Operands::None),
-    ("ruff", &["check", "format"], Operands::Filters),
-    ("mypy", &[], Operands::Filters),
-    ("eslint", &[], Operands::Filters),
-    ("tsc", &[], Operands::None),
-    ("rspec", &[], Operands::Filters),
+/// A program whose unlisted runs a head may clear: building, testing, linting and formatting
+/// a project. They run the project's own code, as the user expects of a coding agent, and
+/// neither delete, publish, install nor deploy. Each program declares its own options: an
+/// option means different things to different programs (`-p` is a package to cargo and a
+/// module pytest imports; `-W` a lint level to rustc and a warnings filter that imports a
+/// class to pytest; red team of the head, round 4).
+pub struct EligibleProgram {
+    pub name: &'static str,
+    /// The words that must follow the program (`run build`); empty: none needed.
+    pub subcommands: &'static [&'static str],
+    pub operands: Operands,
+    /// Options without a value.
+    pub flags: &'static [&'static str],
+    /// Options with one plain value (`-p NAME` or `--features=a,b`).
+    pub valued: &'static [&'static str],
+    /// After `--`: the options passed on to the test harness or linter; `None`: `--` is refused.
+    pub after_dashes: Option<(&'static [&'static str], &'static [&'static str])>,
+}
+
+const CARGO_FLAGS: &[&str] = &[
+    "--lib",
+    "--bins",
+    "--tests",
+    "--benches",
+    "--examples",
+    "--all-targets",
+    "--workspace",
+    "--all",
+    "--release",
+    "--quiet",
+    "-q",
+    "--verbose",
+    "-v",
+    "--no-fail-fast",
+    "--locked",
+    "--offline",
+    "--frozen",
+    "--all-features",
+    "--no-default-features",
+    "--doc",
+    "--check",
+    "--no-deps",
+];
+const CARGO_VALUED: &[&str] =
+    &["-p", "--package", "--test", "--bin", "--example", "--bench", "--features", "-F", "-j", "--jobs"];
+/// libtest's switches and rustc's lint levels (`cargo clippy -- -D warnings`).
+const CARGO_AFTER_DASHES: (&[&str], &[&str]) = (
+    &["--nocapture", "--ignored", "--include-ignored", "--exact", "--show-output", "-q", "--quiet"],
+    &["--test-threads", "-D", "-W", "-A"],
+);
+const NODE_SUBCOMMANDS: &[&str] =
+    &["test", "run test", "run build", "run lint", "run typecheck", "run check", "run format"];
+
+/// The programs whose unlisted runs a head may clear (see [`EligibleProgram`]). Anything else
+/// that is unlisted (`rm`, `git push`, `npm run deploy`, `make release`, `cargo run`, `tox`,
+/// `docker`, `psql`, `curl`…) goes to the review. `make` takes only
+/// [`HEAD_ELIGIBLE_MAKE_TARGETS`].
+pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
+    EligibleProgram {
+        name: "cargo",
+        subcommands: &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata"],
+        operands: Operands::Filters,
+        flags: CARGO_FLAGS,
+        valued: CARGO_VALUED,
+        after_dashes: Some(CARGO_AFTER_DASHES),
+    },
+    EligibleProgram {
+        name: "go",
+        subcommands: &["build", "test", "vet"],
+        operands: Operands::Filters,
+        flags: &["-v", "-race", "-short", "-cover"],
+        valued: &["-count", "-run", "-timeout"],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "npm",
+        subcommands: NODE_SUBCOMMANDS,
+        operands: Operands::None,
+        flags: &["--silent"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "pnpm",
+        subcommands: NODE_SUBCOMMANDS,
+        operands: Operands::None,
+        flags: &["--silent"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "yarn",
+        subcommands: &["test", "build", "lint", "typecheck", "run test", "run build", "run lint", "run typecheck"],
+        operands: Operands::None,
+        flags: &["--silent"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "pytest",
+        subcommands: &[],
+        operands: Operands::Filters,
+        // Not `-p` (imports a module as a plugin), `-W` (a warnings filter imports its class),
+        // `-c`, `--rootdir`, `-o` or any plugin's options.
+        flags: &["-x", "-q", "--quiet", "-v", "-vv", "--verbose", "--lf", "--ff"],
+        valued: &["-k", "--maxfail", "--durations", "--tb"],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "mvn",
+        subcommands: &["test", "compile", "verify"],
+        operands: Operands::None,
+        flags: &["-q", "--quiet", "-B", "--batch-mode", "-o", "--offline"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "gradle",
+        subcommands: &["test", "build", "check"],
+        operands: Operands::None,
+        flags: &["-q", "--quiet", "--offline", "--info", "--stacktrace"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "./gradlew",
+        subcommands: &["test", "build", "check"],
+        operands: Operands::None,
+        flags: &["-q", "--quiet", "--offline", "--info", "--stacktrace"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "ruff",
+        subcommands: &["check", "format"],
+        operands: Operands::Filters,
+        flags: &["--fix", "--diff", "--check", "-q", "--quiet"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "mypy",
+        subcommands: &[],
+        operands: Operands::Filters,
+        flags: &["--strict"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "eslint",
+        subcommands: &[],
+        operands: Operands::Filters,
+        flags: &["--fix"],
+        valued: &["--max-warnings"],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "tsc",
+        subcommands: &[],
+        operands: Operands::None,
+        flags: &["--noEmit"],
+        valued: &[],
+        after_dashes: None,
+    },
+    EligibleProgram {
+        name: "rspec",
+        subcommands: &[],
+        operands: Operands::Filters,
+        flags: &[],
+        valued: &[],
+        after_dashes: None,
+    },
 ];
 
 /// What an eligible run's operands (words that are not options) may be.
@@ -83,83 +225,6 @@ pub enum Operands {
 /// `make` targets a head may clear (`make` alone builds the default target).
 pub const HEAD_ELIGIBLE_MAKE_TARGETS: &[&str] = &["test", "tests", "check", "build", "lint", "all"];
 
-/// Options without a value that an eligible run may carry: output, selection and build-profile
-/// switches that neither run another program nor read or write outside the workspace.
-pub const HEAD_ELIGIBLE_FLAGS: &[&str] = &[
-    "--lib",
-    "--bins",
-    "--tests",
-    "--benches",
-    "--examples",
-    "--all-targets",
-    "--workspace",
-    "--all",
-    "--release",
-    "--quiet",
-    "-q",
-    "--verbose",
-    "-v",
-    "-vv",
-    "--no-fail-fast",
-    "--locked",
-    "--offline",
-    "--frozen",
-    "--all-features",
-    "--no-default-features",
-    "--doc",
-    "--check",
-    "--no-deps",
-    "--nocapture",
-    "--ignored",
-    "--include-ignored",
-    "--exact",
-    "--show-output",
-    "-race",
-    "-short",
-    "-cover",
-    "-x",
-    "--lf",
-    "--ff",
-    "--noEmit",
-    "--fix",
-    "--diff",
-    "--batch-mode",
-    "-B",
-    "--no-color",
-    "--stacktrace",
-    "--info",
-    "--",
-    "--silent",
-];
-
-/// Options that take one plain value (`-p NAME`, `--features=a,b`): package, target, feature,
-/// test-name, count and format selectors.
-pub const HEAD_ELIGIBLE_VALUED: &[&str] = &[
-    "-p",
-    "--package",
-    "--test",
-    "--bin",
-    "--example",
-    "--bench",
-    "--features",
-    "-F",
-    "-j",
-    "--jobs",
-    "--test-threads",
-    "-count",
-    "-run",
-    "-timeout",
-    "-k",
-    "--maxfail",
-    "--durations",
-    "--tb",
-    "-n",
-    "--max-warnings",
-    "-D",
-    "-W",
-    "-A",
-];
-
 /// A value or operand the head may see in an eligible run: letters, digits and `_ - . , :`,
 /// plus `/` for relative paths; never absolute, home-relative or climbing (`..`), never `=`.
 fn is_plain_word(word: &str, path: bool) -> bool {
@@ -169,16 +234,30 @@ fn is_plain_word(word: &str, path: bool) -> bool {
         && !word.split('/').any(|part| part == "..")
 }
 
-/// Whether the words after an eligible program's subcommand are all listed options, their
-/// plain values, or (where the program takes them) plain operands.
-fn arguments_are_plain(words: &[&str], operands: Operands) -> bool {
+/// Whether the words after an eligible program's subcommand are all its own options, their
+/// plain values, or (where the program takes them) plain operands; after `--`, the options
+/// the program passes on.
+fn arguments_are_plain(program: &EligibleProgram, words: &[&str]) -> bool {
+    let (mut flags, mut valued) = (program.flags, program.valued);
+    let mut operands = program.operands;
     let mut index = 0;
     while let Some(word) = words.get(index) {
         index += 1;
-        if HEAD_ELIGIBLE_FLAGS.contains(word) {
+        if *word == "--" {
+            match program.after_dashes {
+                Some((after_flags, after_valued)) if flags == program.flags => {
+                    (flags, valued) = (after_flags, after_valued);
+                    // Test-name filters are still plain words after `--`.
+                    operands = Operands::Filters;
+                    continue;
+                }
+                _ => return false,
+            }
+        }
+        if flags.contains(word) {
             continue;
         }
-        if HEAD_ELIGIBLE_VALUED.contains(word) {
+        if valued.contains(word) {
             match words.get(index) {
                 Some(value) if is_plain_word(value, false) => index += 1,
                 _ => return false,
@@ -186,7 +265,7 @@ fn arguments_are_plain(words: &[&str], operands: Operands) -> bool {
             continue;
         }
         if let Some((name, value)) = word.split_once('=') {
-            if HEAD_ELIGIBLE_VALUED.contains(&name) && is_plain_word(value, false) {
+            if valued.contains(&name) && is_plain_word(value, false) {
                 continue;
             }
             return false;
@@ -246,17 +325,17 @@ fn is_eligible_program(part: &str) -> bool {
     if *program == "make" {
         return rest.is_empty() || (rest.len() == 1 && HEAD_ELIGIBLE_MAKE_TARGETS.contains(&rest[0]));
     }
-    let Some((_, sequences, operands)) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|(name, _, _)| name == program) else {
+    let Some(entry) = HEAD_ELIGIBLE_PROGRAMS.iter().find(|entry| entry.name == *program) else {
         return false;
     };
-    if sequences.is_empty() {
-        return arguments_are_plain(rest, *operands);
+    if entry.subcommands.is_empty() {
+        return arguments_are_plain(entry, rest);
     }
-    sequences.iter().any(|sequence| {
+    entry.subcommands.iter().any(|sequence| {
         let expected: Vec<&str> = sequence.split(' ').collect();
         rest.len() >= expected.len()
             && rest[..expected.len()] == expected[..]
-            && arguments_are_plain(&rest[expected.len()..], *operands)
+            && arguments_are_plain(entry, &rest[expected.len()..])
     })
 }
 
@@ -329,6 +408,10 @@ mod tests {
             "echo 'import os' > conftest.py; pytest",
             "cargo test | head -c 0 > Cargo.toml",
             "npm test extra-script",
+            "pytest -p lib2to3.__main__ -W ignore -n src tests",
+            "pytest -W ignore::evil.Module",
+            "npm test -- --watch",
+            "cargo test -- -- --logfile x",
             "docker system prune -a",
             "curl -s https://example.com",
             "cargo test; rm -rf ~/.cache",
