@@ -81,8 +81,9 @@ const CARGO_FLAGS: &[&str] = &[
     "--check",
     "--no-deps",
 ];
-const CARGO_VALUED: &[&str] =
-    &["-p", "--package", "--test", "--bin", "--example", "--bench", "--features", "-F", "-j", "--jobs"];
+/// Not `-p`/`--package`: it can name a dependency, whose tests then run from the registry
+/// (red team of the head, round 5).
+const CARGO_VALUED: &[&str] = &["--test", "--bin", "--example", "--bench", "--features", "-F", "-j", "--jobs"];
 /// libtest's switches and rustc's lint levels (`cargo clippy -- -D warnings`).
 const CARGO_AFTER_DASHES: (&[&str], &[&str]) = (
     &["--nocapture", "--ignored", "--include-ignored", "--exact", "--show-output", "-q", "--quiet"],
@@ -99,7 +100,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "cargo",
         subcommands: &["build", "check", "test", "clippy", "fmt", "doc", "bench", "tree", "metadata"],
-        operands: Operands::Filters,
+        operands: Operands::Names,
         flags: CARGO_FLAGS,
         valued: CARGO_VALUED,
         after_dashes: Some(CARGO_AFTER_DASHES),
@@ -107,7 +108,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "go",
         subcommands: &["build", "test", "vet"],
-        operands: Operands::Filters,
+        operands: Operands::GoPackages,
         flags: &["-v", "-race", "-short", "-cover"],
         valued: &["-count", "-run", "-timeout"],
         after_dashes: None,
@@ -139,7 +140,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "pytest",
         subcommands: &[],
-        operands: Operands::Filters,
+        operands: Operands::ProjectPaths,
         // Not `-p` (imports a module as a plugin), `-W` (a warnings filter imports its class),
         // `-c`, `--rootdir`, `-o` or any plugin's options.
         flags: &["-x", "-q", "--quiet", "-v", "-vv", "--verbose", "--lf", "--ff"],
@@ -173,7 +174,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "ruff",
         subcommands: &["check", "format"],
-        operands: Operands::Filters,
+        operands: Operands::ProjectPaths,
         flags: &["--fix", "--diff", "--check", "-q", "--quiet"],
         valued: &[],
         after_dashes: None,
@@ -181,7 +182,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "mypy",
         subcommands: &[],
-        operands: Operands::Filters,
+        operands: Operands::ProjectPaths,
         flags: &["--strict"],
         valued: &[],
         after_dashes: None,
@@ -189,7 +190,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "eslint",
         subcommands: &[],
-        operands: Operands::Filters,
+        operands: Operands::ProjectPaths,
         flags: &["--fix"],
         valued: &["--max-warnings"],
         after_dashes: None,
@@ -205,21 +206,65 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "rspec",
         subcommands: &[],
-        operands: Operands::Filters,
+        operands: Operands::ProjectPaths,
         flags: &[],
         valued: &[],
         after_dashes: None,
     },
 ];
 
-/// What an eligible run's operands (words that are not options) may be.
+/// What an eligible run's operands (words that are not options) may be. Operands select the
+/// project's own code only: a red team had the head clear runs over installed dependencies
+/// (`pytest node_modules`, `rspec vendor/bundle`, `go test all`, `cargo test -p cfg-if`),
+/// which run code from outside the project (round 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operands {
     /// None: for these programs every further word is another goal, task or script to run
     /// (`mvn test deploy`, `gradle test publish`; red team of the head, round 2).
     None,
-    /// Plain relative paths or names that select what to build, test or check.
-    Filters,
+    /// Test-name filters: plain words without `/` (`cargo test parser`).
+    Names,
+    /// Go package patterns inside the module: `./…` only (not `all`, `std` or a module path).
+    GoPackages,
+    /// Paths into the project's own sources and tests: the first component is one of
+    /// [`PROJECT_DIRECTORIES`], or a file in the project's root with a source extension.
+    ProjectPaths,
+}
+
+/// Where a project's own code and tests live: the first component of an eligible path
+/// operand. An allowlist: `node_modules`, `venv`, `vendor` and the like hold installed code.
+pub const PROJECT_DIRECTORIES: &[&str] =
+    &["tests", "test", "spec", "specs", "src", "lib", "app", "pkg", "internal", "cmd", "benches", "examples"];
+
+/// Source extensions of a file operand in the project's root (`pytest test_api.py`).
+const ROOT_FILE_EXTENSIONS: &[&str] = &["py", "rb", "ts", "tsx", "js", "jsx", "mjs", "rs", "go"];
+
+/// Whether an operand fits its program's [`Operands`].
+fn operand_fits(word: &str, operands: Operands) -> bool {
+    match operands {
+        Operands::None => false,
+        Operands::Names => is_plain_word(word, false),
+        Operands::GoPackages => {
+            word.strip_prefix("./").is_some_and(|rest| rest.is_empty() || is_plain_word(rest, true))
+                && is_plain_word(word, true)
+        }
+        Operands::ProjectPaths => {
+            if !is_plain_word(word, true) {
+                return false;
+            }
+            // A node id (`tests/test_api.py::test_login`) is judged by its path.
+            let path = word.split("::").next().unwrap_or(word);
+            match path.split_once('/') {
+                Some((first, _)) => PROJECT_DIRECTORIES.contains(&first),
+                None => {
+                    PROJECT_DIRECTORIES.contains(&path)
+                        || path.rsplit_once('.').is_some_and(|(stem, extension)| {
+                            !stem.is_empty() && ROOT_FILE_EXTENSIONS.contains(&extension)
+                        })
+                }
+            }
+        }
+    }
 }
 
 /// `make` targets a head may clear (`make` alone builds the default target).
@@ -248,7 +293,7 @@ fn arguments_are_plain(program: &EligibleProgram, words: &[&str]) -> bool {
                 Some((after_flags, after_valued)) if flags == program.flags => {
                     (flags, valued) = (after_flags, after_valued);
                     // Test-name filters are still plain words after `--`.
-                    operands = Operands::Filters;
+                    operands = Operands::Names;
                     continue;
                 }
                 _ => return false,
@@ -270,7 +315,7 @@ fn arguments_are_plain(program: &EligibleProgram, words: &[&str]) -> bool {
             }
             return false;
         }
-        if operands == Operands::None || !is_plain_word(word, true) {
+        if !operand_fits(word, operands) {
             return false;
         }
     }
@@ -373,7 +418,8 @@ mod tests {
             "make",
             "RUST_LOG=debug cargo test",
             "timeout 60 cargo test",
-            "cargo test --workspace -p permit -- --nocapture --test-threads=1",
+            "cargo test --workspace parser -- --nocapture --test-threads=1",
+            "pytest tests/test_api.py::test_login test_smoke.py",
             "cargo clippy --all-targets -- -D warnings",
             "pytest -x -q tests/test_api.py -k slow",
         ] {
@@ -410,6 +456,12 @@ mod tests {
             "npm test extra-script",
             "pytest -p lib2to3.__main__ -W ignore -n src tests",
             "pytest -W ignore::evil.Module",
+            "pytest node_modules",
+            "pytest -q venv",
+            "rspec vendor/bundle",
+            "go test all",
+            "go test -count 1 github.com/lib/pq",
+            "cargo test -p cfg-if",
             "npm test -- --watch",
             "cargo test -- -- --logfile x",
             "docker system prune -a",
