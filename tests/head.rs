@@ -173,7 +173,7 @@ fn the_heads_red_team_cases_are_never_allowed() {
         .unwrap();
     assert!(eval.status.success(), "{}", String::from_utf8_lossy(&eval.stderr));
     let results = permit::eval::read_results(&out.join("results.jsonl")).unwrap();
-    assert!(results.len() >= 90);
+    assert!(results.len() >= 100);
     for case in &results {
         for call in &case.calls {
             assert_ne!(call.decision, permit::decision::Decision::Allow, "`{}` was allowed", case.case);

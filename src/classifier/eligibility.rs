@@ -140,7 +140,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "pytest",
         subcommands: &[],
-        operands: Operands::ProjectPaths,
+        operands: Operands::TestPaths,
         // Not `-p` (imports a module as a plugin), `-W` (a warnings filter imports its class),
         // `-c`, `--rootdir`, `-o` or any plugin's options.
         flags: &["-x", "-q", "--quiet", "-v", "-vv", "--verbose", "--lf", "--ff"],
@@ -206,7 +206,7 @@ pub const HEAD_ELIGIBLE_PROGRAMS: &[EligibleProgram] = &[
     EligibleProgram {
         name: "rspec",
         subcommands: &[],
-        operands: Operands::ProjectPaths,
+        operands: Operands::TestPaths,
         flags: &[],
         valued: &[],
         after_dashes: None,
@@ -226,9 +226,40 @@ pub enum Operands {
     Names,
     /// Go package patterns inside the module: `./…` only (not `all`, `std` or a module path).
     GoPackages,
-    /// Paths into the project's own sources and tests: the first component is one of
-    /// [`PROJECT_DIRECTORIES`], or a file in the project's root with a source extension.
+    /// Paths a test runner runs: the first component is one of [`TEST_DIRECTORIES`], or a file
+    /// in the project's root with a source extension (`pytest tests/`, `rspec spec/a_spec.rb`).
+    TestPaths,
+    /// Paths a linter reads: the first component is one of [`PROJECT_DIRECTORIES`], or a root
+    /// source file.
     ProjectPaths,
+}
+
+/// Where a project's tests live: the first component of a test runner's path operand. Narrower
+/// than [`PROJECT_DIRECTORIES`]: `lib/` and `app/` can hold a virtualenv or vendored gems,
+/// whose test files a runner would run (red team of the head, round 6).
+pub const TEST_DIRECTORIES: &[&str] = &["tests", "test", "spec", "specs"];
+
+/// Path components that mark installed or vendored code, refused anywhere in an operand
+/// (`src/virtualenv`, `app/vendor/bundle`, `lib/python3.12`), as a second line behind the
+/// allowlists above.
+const INSTALLED_CODE_COMPONENTS: &[&str] = &[
+    "vendor",
+    "bundle",
+    "env",
+    "envs",
+    "venv",
+    "virtualenv",
+    "site-packages",
+    "dist-packages",
+    "node_modules",
+    "gems",
+    "__pypackages__",
+    "testdata",
+];
+
+fn names_installed_code(path: &str) -> bool {
+    path.split('/')
+        .any(|part| INSTALLED_CODE_COMPONENTS.contains(&part) || part.starts_with("python") || part.starts_with("pypy"))
 }
 
 /// Where a project's own code and tests live: the first component of an eligible path
@@ -247,17 +278,22 @@ fn operand_fits(word: &str, operands: Operands) -> bool {
         Operands::GoPackages => {
             word.strip_prefix("./").is_some_and(|rest| rest.is_empty() || is_plain_word(rest, true))
                 && is_plain_word(word, true)
+                && !names_installed_code(word)
         }
-        Operands::ProjectPaths => {
+        Operands::TestPaths | Operands::ProjectPaths => {
             if !is_plain_word(word, true) {
                 return false;
             }
             // A node id (`tests/test_api.py::test_login`) is judged by its path.
             let path = word.split("::").next().unwrap_or(word);
+            if names_installed_code(path) {
+                return false;
+            }
+            let directories = if operands == Operands::TestPaths { TEST_DIRECTORIES } else { PROJECT_DIRECTORIES };
             match path.split_once('/') {
-                Some((first, _)) => PROJECT_DIRECTORIES.contains(&first),
+                Some((first, _)) => directories.contains(&first),
                 None => {
-                    PROJECT_DIRECTORIES.contains(&path)
+                    directories.contains(&path)
                         || path.rsplit_once('.').is_some_and(|(stem, extension)| {
                             !stem.is_empty() && ROOT_FILE_EXTENSIONS.contains(&extension)
                         })
@@ -462,6 +498,13 @@ mod tests {
             "go test all",
             "go test -count 1 github.com/lib/pq",
             "cargo test -p cfg-if",
+            "pytest -q lib/python3.12",
+            "pytest app/env",
+            "pytest src/virtualenv",
+            "rspec app/vendor/bundle",
+            "rspec spec app/vendor/bundle",
+            "go test ./vendor/github.com/lib/pq",
+            "ruff check src/vendor",
             "npm test -- --watch",
             "cargo test -- -- --logfile x",
             "docker system prune -a",
