@@ -238,7 +238,7 @@ impl std::fmt::Display for GateAction {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -251,8 +251,9 @@ mod tests {
     }
 
     /// Every reason code: the match has no wildcard, so a new code does not compile until it
-    /// is listed here too, and then its wire name is checked below.
-    fn every_reason_code() -> Vec<ReasonCode> {
+    /// is listed here too, and then its wire name is checked below. Other modules' tests
+    /// (the head's eligibility table) iterate it too.
+    pub(crate) fn every_reason_code() -> Vec<ReasonCode> {
         let all = vec![
             ReasonCode::ModeTier,
             ReasonCode::UnknownTool,

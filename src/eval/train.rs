@@ -259,14 +259,7 @@ pub struct Fitted {
 
 impl Fitted {
     pub fn p_allow(&self, features: &[f32]) -> f64 {
-        let logit = self.bias
-            + features
-                .iter()
-                .zip(self.mean.iter().zip(&self.scale))
-                .zip(&self.weights)
-                .map(|((value, (mean, scale)), weight)| weight * (f64::from(*value) - mean) / scale)
-                .sum::<f64>();
-        head::sigmoid(logit)
+        head::p_allow(features, &self.mean, &self.scale, &self.weights, self.bias)
     }
 }
 

@@ -292,15 +292,21 @@ impl HeadFile {
 
     /// P(allow) for one feature vector.
     pub fn p_allow(&self, features: &[f32]) -> f64 {
-        let logit = self.bias
-            + features
-                .iter()
-                .zip(self.mean.iter().zip(&self.scale))
-                .zip(&self.weights)
-                .map(|((value, (mean, scale)), weight)| weight * (f64::from(*value) - mean) / scale)
-                .sum::<f64>();
-        sigmoid(logit)
+        p_allow(features, &self.mean, &self.scale, &self.weights, self.bias)
     }
+}
+
+/// P(allow) of a standardised logistic head: `sigmoid(b + Σ w·(x - mean)/scale)`. The one
+/// formula for shipped heads and for `permit train`'s folds.
+pub fn p_allow(features: &[f32], mean: &[f64], scale: &[f64], weights: &[f64], bias: f64) -> f64 {
+    let logit = bias
+        + features
+            .iter()
+            .zip(mean.iter().zip(scale))
+            .zip(weights)
+            .map(|((value, (mean, scale)), weight)| weight * (f64::from(*value) - mean) / scale)
+            .sum::<f64>();
+    sigmoid(logit)
 }
 
 pub fn sigmoid(logit: f64) -> f64 {
