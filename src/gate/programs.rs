@@ -375,11 +375,33 @@ fn sed_in_place_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Re
     if !parsed.has(grammar, "i") {
         return Err("does not edit in place".to_owned());
     }
+    if !parsed.operands.iter().any(|(_, role)| *role == Role::Write) {
+        return sed_in_place_without_files(parsed, grammar, args);
+    }
     // An empty suffix keeps no backup: GNU's `--in-place=`, BSD's `-i ''`.
     if let Some(suffix) = values(parsed, grammar, "i").find(|suffix| !suffix.is_empty()) {
         return Err(format!("keeps a backup with the suffix `{suffix}`, a file name the gate does not judge"));
     }
     sed_check(parsed, grammar, args)
+}
+
+/// A reading of `sed -i` with no file to edit: macOS's BSD sed reads `sed -i 's/a/b/' src/lib.rs`
+/// as the suffix `s/a/b/` and the script `src/lib.rs`. Neither sed edits stdin in place: GNU
+/// stops with `no input files` and BSD with `-i may not be used with stdin` (`mf_fgets` in
+/// `usr.bin/sed/main.c`) before reading a line, so no line is processed, no backup is made and
+/// the suffix names nothing. What has already happened is compiling the script, and compiling
+/// opens (and truncates) the file of every `w` command and `w` flag, in both seds. So a script
+/// with no `w` or `W` anywhere in it does nothing at all in this reading. The other reading of
+/// the same words (GNU's, with the file) is judged on its own.
+fn sed_in_place_without_files(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let mut scripts = values(parsed, grammar, "e")
+        .chain(parsed.operands.iter().filter(|(_, role)| *role == Role::Script).map(|(word, _)| args[*word].as_str()));
+    match scripts.find(|script| script.contains(['w', 'W'])) {
+        Some(script) => Err(format!(
+            "compiles the sed script `{script}` with no file to edit, and a `w` in it may open a file for writing"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Whether a sed script stays inside the subset that only prints or substitutes: commands
@@ -2099,7 +2121,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         operands: "SCRIPT WRITE...",
         alternatives: &[("e", "WRITE...")],
         check: Some(sed_in_place_check),
-        matches: &["sed -i '' 's/old_fn/new_fn/g' src/lib.rs", "sed -i '' 's/a/b/;/^$/d' a.txt b.txt"],
+        matches: &[
+            "sed -i '' 's/old_fn/new_fn/g' src/lib.rs",
+            "sed -i '' 's/a/b/;/^$/d' a.txt b.txt",
+            "sed -i 's/old_fn/new_fn/g' src/lib.rs",
+        ],
         not_matches: &[
             "sed -i.bak 's/a/b/' x",
             "sed -in 's/a/b/' .mcp.jso",
@@ -2110,12 +2136,15 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "sed -i 's/a/b/w out' x",
             "sed -i '1e id' x",
             "sed -i 's/a/b/' .claude/settings.json",
+            "sed -i 's/a/b/' src/www.rs",
+            "sed -i 's/a/b/' 'w /home/dev/.bashrc'",
+            "sed -i.bak 's/a/b/' src/lib.rs",
         ],
         // BSD sed's `-i` takes the next word as the backup suffix (`-i ''` keeps none), so
         // `sed -i p 'w FILE' notes.txt` runs the script `w FILE` there.
         bsd_style: Some(Style::Posix),
         bsd: &["-i TEXT", "-l"],
-        gnu_only_matches: &["sed -i 's/old_fn/new_fn/g' src/lib.rs", "sed -i -e 's/a/b/' -e '/^$/d' a.txt b.txt"],
+        gnu_only_matches: &["sed -i -e 's/a/b/' -e '/^$/d' a.txt b.txt", "sed -i 's/a/b/' a.txt b.txt"],
         ..entry("write.sed-in-place", &["sed"])
     },
     SafeEntry {
