@@ -162,7 +162,7 @@ fn config_path(flag: Option<PathBuf>) -> Option<PathBuf> {
 fn load_engine(flag: Option<PathBuf>) -> anyhow::Result<Engine> {
     let path = config_path(flag);
     let config = Config::load(path.as_deref())?;
-    Engine::new(config).map_err(anyhow::Error::msg)
+    Ok(Engine::new(config)?)
 }
 
 /// Prints to stdout; a reader that went away (`permit decide | head`) is not an error.
@@ -189,7 +189,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .build()
                 .context("cannot start the async runtime")?;
             runtime.block_on(async {
-                let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
+                let engine = Engine::new(loaded)?;
                 for note in engine.model_notes() {
                     tracing::info!("{note}");
                 }
@@ -322,9 +322,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::CheckConfig { config } => {
             let path = config_path(config);
             let loaded = Config::load(path.as_deref())?;
-            let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
+            let engine = Engine::new(loaded)?;
             let source = path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
-            let mut summary = engine.config().summary(engine.pipeline().gate().registry().len());
+            let mut summary = engine.config().summary(engine.known_tools());
             for note in engine.model_notes() {
                 summary.push_str(&format!("\n{note}"));
             }

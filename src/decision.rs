@@ -4,10 +4,12 @@
 //! so layers combine with `max` and the strictest always wins (`deny > ask > allow`).
 
 use serde::{Deserialize, Serialize};
+use strum::{EnumIter, IntoStaticStr};
 
 /// The answer permit gives for one pending call. Ordered from least to most strict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, IntoStaticStr, EnumIter)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Decision {
     /// Run the call without a person.
     Allow,
@@ -18,18 +20,16 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// The wire name: serde's, from the same `snake_case` rule (a test reads every variant back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Allow => "allow",
-            Decision::Ask => "ask",
-            Decision::Deny => "deny",
-        }
+        self.into()
     }
 }
 
 /// How much harm a call can do, from the tool's annotations raised by argument analysis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, IntoStaticStr, EnumIter)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Tier {
     /// Read-only, not destructive, not open-world.
     Low,
@@ -42,20 +42,17 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// The wire name: serde's, from the same `snake_case` rule (a test reads every variant back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Low => "low",
-            Tier::Medium => "medium",
-            Tier::High => "high",
-            Tier::Critical => "critical",
-        }
+        self.into()
     }
 }
 
 /// What the gate wants done with a call. Ordered from least to most strict: `Classify` sits
 /// below `Ask` because a classifier may still allow, while `Ask` always reaches a person.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, IntoStaticStr, EnumIter)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum GateAction {
     Allow,
     Classify,
@@ -64,20 +61,17 @@ pub enum GateAction {
 }
 
 impl GateAction {
+    /// The wire name: serde's, from the same `snake_case` rule (a test reads every variant back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            GateAction::Allow => "allow",
-            GateAction::Classify => "classify",
-            GateAction::Ask => "ask",
-            GateAction::Deny => "deny",
-        }
+        self.into()
     }
 }
 
 /// Stable, machine-readable reason codes. Renaming one is a breaking change for operators who
 /// alert or report on them, so new situations get new codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, IntoStaticStr, EnumIter)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ReasonCode {
     /// The tool's tier maps to this action in the configured mode.
     ModeTier,
@@ -165,51 +159,48 @@ pub enum ReasonCode {
     /// The session store (memory or Redis) could not be read or updated in time, so a call
     /// whose decision needs the session's state (a classified or a costly call) is `ask`.
     SessionStoreUnavailable,
+    /// The hook could not reach a decision (bad input, no server, an error): it fails closed.
+    HookError,
+    /// The review denied the call: nothing the user said asks for it.
+    DenyNotRequested,
+    /// The review denied the call: it goes beyond what the user asked for.
+    DenyScopeExpansion,
+    /// The review denied the call: it would destroy or irreversibly change data.
+    DenyDestructive,
+    /// The review denied the call: it would send data somewhere the user did not name.
+    DenyExfiltration,
+    /// The review denied the call: it would weaken security or the agent's guard rails.
+    DenySecurityWeakening,
+    /// The review denied the call: it would skip a human review step.
+    DenyBypassesReview,
+    /// The review denied the call: the user's intent for it is unclear.
+    DenyUnclear,
 }
 
 impl ReasonCode {
+    /// The review's deny options, each its own code: the option id on the wire is the code's
+    /// name, so the verdict's closed option set and these codes are one list (a test in
+    /// `classifier::questions` checks every deny option maps here).
+    pub const REVIEW_DENIALS: [ReasonCode; 7] = [
+        ReasonCode::DenyNotRequested,
+        ReasonCode::DenyScopeExpansion,
+        ReasonCode::DenyDestructive,
+        ReasonCode::DenyExfiltration,
+        ReasonCode::DenySecurityWeakening,
+        ReasonCode::DenyBypassesReview,
+        ReasonCode::DenyUnclear,
+    ];
+
+    /// The code of a review deny option (`deny_exfiltration`), or `None` for anything else.
+    pub fn review_denial(option_id: &str) -> Option<ReasonCode> {
+        Self::REVIEW_DENIALS.into_iter().find(|code| code.as_str() == option_id)
+    }
+}
+
+impl ReasonCode {
+    /// The wire name: serde's, from the same `snake_case` rule (a test reads every variant back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ReasonCode::ModeTier => "mode_tier",
-            ReasonCode::UnknownTool => "unknown_tool",
-            ReasonCode::UntrustedAnnotationsIgnored => "untrusted_annotations_ignored",
-            ReasonCode::KnownSafeCommand => "known_safe_command",
-            ReasonCode::CriticalCommand => "critical_command",
-            ReasonCode::DangerousFlag => "dangerous_flag",
-            ReasonCode::ShellParseError => "shell_parse_error",
-            ReasonCode::UnlistedCommand => "unlisted_command",
-            ReasonCode::MalformedArguments => "malformed_arguments",
-            ReasonCode::DynamicCommand => "dynamic_command",
-            ReasonCode::PrivilegeEscalation => "privilege_escalation",
-            ReasonCode::EnvironmentOverride => "environment_override",
-            ReasonCode::OpaqueExecution => "opaque_execution",
-            ReasonCode::PathOutsideWorkspace => "path_outside_workspace",
-            ReasonCode::PathEscape => "path_escape",
-            ReasonCode::CredentialPath => "credential_path",
-            ReasonCode::SystemPath => "system_path",
-            ReasonCode::PersistencePath => "persistence_path",
-            ReasonCode::AgentPolicyPath => "agent_policy_path",
-            ReasonCode::CiConfigPath => "ci_config_path",
-            ReasonCode::VisibilityConfig => "visibility_config",
-            ReasonCode::NoWorkspace => "no_workspace",
-            ReasonCode::OperatorRule => "operator_rule",
-            ReasonCode::HardDenyRule => "hard_deny_rule",
-            ReasonCode::CostlyBudgetExhausted => "costly_budget_exhausted",
-            ReasonCode::Irreversible => "irreversible",
-            ReasonCode::NoClassifier => "no_classifier",
-            ReasonCode::ScreenAllow => "screen_allow",
-            ReasonCode::ReviewAllow => "review_allow",
-            ReasonCode::ReviewError => "review_error",
-            ReasonCode::NoReviewModel => "no_review_model",
-            ReasonCode::ScreenTimeout => "screen_timeout",
-            ReasonCode::ScreenError => "screen_error",
-            ReasonCode::ModelBusy => "model_busy",
-            ReasonCode::ModelCallLimit => "model_call_limit",
-            ReasonCode::SessionDenialLimit => "session_denial_limit",
-            ReasonCode::DecisionTimeout => "decision_timeout",
-            ReasonCode::AuditUnavailable => "audit_unavailable",
-            ReasonCode::SessionStoreUnavailable => "session_store_unavailable",
-        }
+        self.into()
     }
 }
 
@@ -250,107 +241,58 @@ pub(crate) mod tests {
         assert_eq!(Tier::Medium.max(Tier::Critical), Tier::Critical);
     }
 
-    /// Every reason code: the match has no wildcard, so a new code does not compile until it
-    /// is listed here too, and then its wire name is checked below. Other modules' tests
-    /// (the head's eligibility table) iterate it too.
+    /// Every reason code, from strum's iterator: a new code is covered without being listed.
+    /// Other modules' tests (the head's eligibility table) iterate it too.
     pub(crate) fn every_reason_code() -> Vec<ReasonCode> {
-        let all = vec![
-            ReasonCode::ModeTier,
-            ReasonCode::UnknownTool,
-            ReasonCode::UntrustedAnnotationsIgnored,
-            ReasonCode::KnownSafeCommand,
-            ReasonCode::CriticalCommand,
-            ReasonCode::DangerousFlag,
-            ReasonCode::UnlistedCommand,
-            ReasonCode::MalformedArguments,
-            ReasonCode::ShellParseError,
-            ReasonCode::DynamicCommand,
-            ReasonCode::EnvironmentOverride,
-            ReasonCode::PrivilegeEscalation,
-            ReasonCode::OpaqueExecution,
-            ReasonCode::PathOutsideWorkspace,
-            ReasonCode::PathEscape,
-            ReasonCode::CredentialPath,
-            ReasonCode::SystemPath,
-            ReasonCode::PersistencePath,
-            ReasonCode::AgentPolicyPath,
-            ReasonCode::CiConfigPath,
-            ReasonCode::VisibilityConfig,
-            ReasonCode::NoWorkspace,
-            ReasonCode::OperatorRule,
-            ReasonCode::HardDenyRule,
-            ReasonCode::CostlyBudgetExhausted,
-            ReasonCode::Irreversible,
-            ReasonCode::NoClassifier,
-            ReasonCode::ScreenAllow,
-            ReasonCode::ReviewAllow,
-            ReasonCode::ReviewError,
-            ReasonCode::NoReviewModel,
-            ReasonCode::ScreenTimeout,
-            ReasonCode::ScreenError,
-            ReasonCode::ModelBusy,
-            ReasonCode::ModelCallLimit,
-            ReasonCode::SessionDenialLimit,
-            ReasonCode::DecisionTimeout,
-            ReasonCode::AuditUnavailable,
-            ReasonCode::SessionStoreUnavailable,
-        ];
-        for code in &all {
-            match code {
-                ReasonCode::ModeTier => {}
-                ReasonCode::UnknownTool => {}
-                ReasonCode::UntrustedAnnotationsIgnored => {}
-                ReasonCode::KnownSafeCommand => {}
-                ReasonCode::CriticalCommand => {}
-                ReasonCode::DangerousFlag => {}
-                ReasonCode::UnlistedCommand => {}
-                ReasonCode::MalformedArguments => {}
-                ReasonCode::ShellParseError => {}
-                ReasonCode::DynamicCommand => {}
-                ReasonCode::EnvironmentOverride => {}
-                ReasonCode::PrivilegeEscalation => {}
-                ReasonCode::OpaqueExecution => {}
-                ReasonCode::PathOutsideWorkspace => {}
-                ReasonCode::PathEscape => {}
-                ReasonCode::CredentialPath => {}
-                ReasonCode::SystemPath => {}
-                ReasonCode::PersistencePath => {}
-                ReasonCode::AgentPolicyPath => {}
-                ReasonCode::CiConfigPath => {}
-                ReasonCode::VisibilityConfig => {}
-                ReasonCode::NoWorkspace => {}
-                ReasonCode::OperatorRule => {}
-                ReasonCode::HardDenyRule => {}
-                ReasonCode::CostlyBudgetExhausted => {}
-                ReasonCode::Irreversible => {}
-                ReasonCode::NoClassifier => {}
-                ReasonCode::ScreenAllow => {}
-                ReasonCode::ReviewAllow => {}
-                ReasonCode::ReviewError => {}
-                ReasonCode::NoReviewModel => {}
-                ReasonCode::ScreenTimeout => {}
-                ReasonCode::ScreenError => {}
-                ReasonCode::ModelBusy => {}
-                ReasonCode::ModelCallLimit => {}
-                ReasonCode::SessionDenialLimit => {}
-                ReasonCode::DecisionTimeout => {}
-                ReasonCode::AuditUnavailable => {}
-                ReasonCode::SessionStoreUnavailable => {}
-            }
+        use strum::IntoEnumIterator;
+        ReasonCode::iter().collect()
+    }
+
+    /// serde's and strum's names come from the same `snake_case` rule; this reads every
+    /// variant of each enum out and back, so the two can never drift.
+    fn wire_names_round_trip<T>()
+    where
+        T: strum::IntoEnumIterator
+            + Serialize
+            + for<'de> Deserialize<'de>
+            + Into<&'static str>
+            + std::fmt::Display
+            + PartialEq
+            + std::fmt::Debug
+            + Copy,
+    {
+        let mut names = std::collections::HashSet::new();
+        for value in T::iter() {
+            let name: &'static str = value.into();
+            assert!(names.insert(name), "`{name}` is used twice");
+            assert_eq!(serde_json::to_string(&value).unwrap(), format!("\"{name}\""));
+            assert_eq!(value.to_string(), name);
+            assert_eq!(serde_json::from_str::<T>(&format!("\"{name}\"")).unwrap(), value);
         }
-        all
     }
 
     #[test]
     fn serde_names_match_as_str() {
-        let all = every_reason_code();
-        assert_eq!(all.len(), 39);
-        for code in all {
-            let json = serde_json::to_string(&code).unwrap();
-            assert_eq!(json, format!("\"{}\"", code.as_str()));
-            // And back: the wire name reads as the same code.
-            assert_eq!(serde_json::from_str::<ReasonCode>(&json).unwrap(), code);
+        wire_names_round_trip::<ReasonCode>();
+        wire_names_round_trip::<Decision>();
+        wire_names_round_trip::<Tier>();
+        wire_names_round_trip::<GateAction>();
+        assert_eq!(every_reason_code().len(), 47);
+        // Names operators alert on, pinned: renaming one is a breaking change.
+        assert_eq!(ReasonCode::KnownSafeCommand.as_str(), "known_safe_command");
+        assert_eq!(ReasonCode::SessionStoreUnavailable.as_str(), "session_store_unavailable");
+        assert_eq!(ReasonCode::DenyExfiltration.as_str(), "deny_exfiltration");
+        assert_eq!(ReasonCode::HookError.as_str(), "hook_error");
+        assert_eq!(Tier::Critical.as_str(), "critical");
+    }
+
+    #[test]
+    fn review_denials_are_exactly_the_deny_codes() {
+        for code in every_reason_code() {
+            let is_denial = ReasonCode::REVIEW_DENIALS.contains(&code);
+            assert_eq!(is_denial, code.as_str().starts_with("deny_"), "{code}");
+            assert_eq!(ReasonCode::review_denial(code.as_str()) == Some(code), is_denial, "{code}");
         }
-        assert_eq!(serde_json::to_string(&Tier::Critical).unwrap(), "\"critical\"");
+        assert_eq!(ReasonCode::review_denial("allow"), None);
     }
 }

@@ -1,5 +1,6 @@
-//! The decision engine behind every interface (CLI, and later HTTP and hooks): builds the
-//! pipeline from a config and answers requests with one decision per pending call, in order.
+//! The decision engine behind every interface (CLI, HTTP, hooks, evals): builds the pipeline
+//! from a config and answers requests with one decision per pending call, in order. It is the
+//! only way in: hosts never reach the pipeline, the gate or the session store behind it.
 //!
 //! Decides nothing itself; construction fails (and nothing starts) when the config names a
 //! model backend that cannot be built or a prompt that does not render.
@@ -7,10 +8,30 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::classifier::pipeline::{DecisionRecord, Pipeline, ReviewStage, ScreenStage};
+pub use crate::classifier::pipeline::{DecisionRecord, GatedRequest, StageRecord};
+use crate::classifier::pipeline::{Pipeline, ReviewStage, ScreenStage};
 use crate::config::Config;
 use crate::model::{self, DecisionModel};
 use crate::request::{DecideRequest, DecideResponse};
+use crate::session_store::{SessionStore, StoreError, StoreMetrics};
+
+/// Why an engine could not be built: nothing starts. Each message names the config field or
+/// file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A model backend the config names cannot be built (a missing file, a bad URL…).
+    #[error("{0}")]
+    Model(String),
+    /// The gate's tables or the operator's rules do not load.
+    #[error("{0}")]
+    Gate(String),
+    /// A prompt template does not load or render.
+    #[error("{0}")]
+    Prompts(String),
+    /// The session store cannot be set up.
+    #[error("{0}")]
+    SessionStore(String),
+}
 
 pub struct Engine {
     config: Config,
@@ -21,9 +42,10 @@ pub struct Engine {
 
 impl Engine {
     /// Builds the engine with the model backends the config names.
-    pub fn new(config: Config) -> Result<Self, String> {
-        let screen = config.screen.as_ref().map(|screen| model::build(&screen.model)).transpose()?;
-        let review = config.review.as_ref().map(|review| model::build(&review.model)).transpose()?;
+    pub fn new(config: Config) -> Result<Self, EngineError> {
+        let build = |model_config| model::build(model_config).map_err(EngineError::Model);
+        let screen = config.screen.as_ref().map(|screen| build(&screen.model)).transpose()?;
+        let review = config.review.as_ref().map(|review| build(&review.model)).transpose()?;
         let model_notes = [("screen", &screen), ("review", &review)]
             .into_iter()
             .filter_map(|(stage, model)| Some(format!("{stage} model: {}", model.as_ref()?.describe()?)))
@@ -50,7 +72,7 @@ impl Engine {
         config: Config,
         screen_model: Option<Arc<dyn DecisionModel>>,
         review_model: Option<Arc<dyn DecisionModel>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, EngineError> {
         let models = [("screen", &screen_model), ("review", &review_model)]
             .into_iter()
             .filter_map(|(stage, model)| Some((stage, model.as_ref()?.clone())))
@@ -80,10 +102,6 @@ impl Engine {
         &self.config
     }
 
-    pub fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
-    }
-
     /// Decides every pending call of a request.
     pub async fn decide(&self, request: &DecideRequest) -> DecideResponse {
         DecideResponse { decisions: self.records(request).await.into_iter().map(|record| record.decision).collect() }
@@ -92,5 +110,64 @@ impl Engine {
     /// Like [`Engine::decide`], with the full decision record of each call.
     pub async fn records(&self, request: &DecideRequest) -> Vec<DecisionRecord> {
         self.pipeline.decide(request).await
+    }
+
+    /// Like [`Engine::records`], bounded by `deadline`: the gate always answers; calls still
+    /// with the classifier when time runs out are `ask` (`decision_timeout`).
+    pub async fn records_within(&self, request: &DecideRequest, deadline: tokio::time::Instant) -> Vec<DecisionRecord> {
+        self.pipeline.decide_within(request, Some(deadline)).await
+    }
+
+    /// The first half of a decision: the gate and the costly-call budget, for a host that admits
+    /// model-bound requests separately from those the gate settles alone.
+    pub async fn gate_request(&self, request: &DecideRequest, deadline: tokio::time::Instant) -> GatedRequest {
+        self.pipeline.gate_request(request, Some(deadline)).await
+    }
+
+    /// The second half: the model stages for the calls the gate sent to them.
+    pub async fn finish(
+        &self,
+        request: &DecideRequest,
+        gated: GatedRequest,
+        deadline: tokio::time::Instant,
+    ) -> Vec<DecisionRecord> {
+        self.pipeline.finish(request, gated, Some(deadline)).await
+    }
+
+    /// The second half without models, when the host has no model slot free: the calls that
+    /// need the classifier are `ask` (`model_busy`).
+    pub fn shed(&self, request: &DecideRequest, gated: GatedRequest) -> Vec<DecisionRecord> {
+        self.pipeline.shed(request, gated)
+    }
+
+    /// A person decided a call in this session: the classifier's denial streak ends. An error
+    /// when the session store cannot record it.
+    pub async fn record_human_decision(&self, session: &str) -> Result<(), StoreError> {
+        self.pipeline.sessions().record_human_decision(Some(session)).await
+    }
+
+    /// The session store: its kind (`memory`, `redis`) and readiness.
+    pub fn session_store(&self) -> &Arc<dyn SessionStore> {
+        self.pipeline.sessions().store()
+    }
+
+    /// Sessions the store tracks, when it can count them cheaply (memory).
+    pub fn tracked_sessions(&self) -> Option<usize> {
+        self.pipeline.sessions().tracked_sessions()
+    }
+
+    /// The session store's latency and error metrics, for the service to register.
+    pub fn session_store_metrics(&self) -> &StoreMetrics {
+        self.pipeline.session_store_metrics()
+    }
+
+    /// Tools the gate knows (built-in presets and `[[tools.define]]`).
+    pub fn known_tools(&self) -> usize {
+        self.pipeline.gate().registry().len()
+    }
+
+    /// Model slots free right now, out of `classifier.max_concurrent_model_calls`.
+    pub fn model_slots_available(&self) -> usize {
+        self.pipeline.model_slots_available()
     }
 }

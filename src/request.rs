@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::decision::{Decision, Tier};
+use crate::decision::{Decision, ReasonCode, Tier};
 
 /// The longest session id, call id or tool name, in bytes. Ids key in-memory state (sessions,
 /// costly-call budgets) and reach the audit log and the models' question block, so they are
@@ -148,8 +148,21 @@ impl Serialize for TranscriptEvent {
 }
 
 /// Which stage produced the final decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    strum::Display,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Stage {
     Gate,
     Screen,
@@ -157,6 +170,13 @@ pub enum Stage {
     Session,
     Timeout,
     Error,
+}
+
+impl Stage {
+    /// The wire name (serde's, from the same `snake_case` rule): metrics labels, reports.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
 }
 
 /// The response: one decision per pending call, in request order.
@@ -175,8 +195,8 @@ pub struct CallDecision {
     pub tier: Tier,
     /// For `deny` and `ask`: a fixed sentence naming the rule or check. Never model text.
     pub reason: Option<String>,
-    /// A stable code (see `ReasonCode`).
-    pub reason_code: Option<String>,
+    /// A stable code: the gate's, the classifier's or a review deny option's.
+    pub reason_code: Option<ReasonCode>,
     /// The screen model's P(allow), when a model that reports probabilities was consulted.
     pub p_allow: Option<f64>,
     /// Ids of the rules (built-in table entries and operator rules) that matched.

@@ -546,7 +546,7 @@ api_key_env = "PERMIT_TEST_ANTHROPIC_KEY"
     assert!((a.decision.p_allow.unwrap() - 0.99).abs() < 1e-6);
     let b = &records[1];
     assert_eq!(b.decision.decision.as_str(), "deny");
-    assert_eq!(b.decision.reason_code.as_deref(), Some("deny_destructive"));
+    assert_eq!(b.decision.reason_code.map(permit::decision::ReasonCode::as_str), Some("deny_destructive"));
     assert!(b.decision.reason.as_deref().unwrap().starts_with("permit blocked this call because it would delete"));
     assert_eq!(b.review.as_ref().unwrap().reasoning.as_deref(), Some("The user asked about build/ only."));
     assert_eq!(b.review.as_ref().unwrap().usage.completion_tokens, Some(12));
@@ -937,7 +937,11 @@ api_key_env = "PERMIT_TEST_ANTHROPIC_KEY"
     for kind in ["truncated", "refused"] {
         let record = engine.records(&request).await.remove(0);
         assert_eq!(record.decision.decision.as_str(), "ask", "{kind}");
-        assert_eq!(record.decision.reason_code.as_deref(), Some("review_error"), "{kind}");
+        assert_eq!(
+            record.decision.reason_code.map(permit::decision::ReasonCode::as_str),
+            Some("review_error"),
+            "{kind}"
+        );
         assert_eq!(record.review.as_ref().unwrap().error_kind.as_deref(), Some(kind));
         assert!(
             record.decision.reason.as_deref().unwrap().contains(&format!("({kind})")),
@@ -956,7 +960,7 @@ api_key_env = "PERMIT_TEST_ANTHROPIC_KEY"
     .unwrap();
     let record = permit::engine::Engine::new(config).unwrap().records(&request).await.remove(0);
     assert_eq!(record.decision.decision.as_str(), "ask");
-    assert_eq!(record.decision.reason_code.as_deref(), Some("screen_error"));
+    assert_eq!(record.decision.reason_code.map(permit::decision::ReasonCode::as_str), Some("screen_error"));
     assert_eq!(record.screen.as_ref().unwrap().error_kind.as_deref(), Some("truncated"));
 }
 

@@ -20,9 +20,9 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use permit::classifier::pipeline::DecisionRecord;
 use permit::classifier::questions::screen_question;
 use permit::config::{Config, HttpSettings, ModelConfig, ModelStyle, TokenLimitField};
+use permit::engine::DecisionRecord;
 use permit::engine::Engine;
 use permit::model::{self, DecisionModel, ModelRequest};
 use permit::request::DecideRequest;
@@ -220,7 +220,7 @@ fn one(tool: &str, command: &str) -> DecideRequest {
 }
 
 fn code(record: &DecisionRecord) -> &str {
-    record.decision.reason_code.as_deref().unwrap()
+    record.decision.reason_code.map(permit::decision::ReasonCode::as_str).unwrap()
 }
 
 #[tokio::test]
@@ -368,7 +368,7 @@ async fn exhausted_model_slots_fail_closed_and_gate_only_calls_do_not_wait() {
     while fake.counters.in_flight.load(Ordering::SeqCst) < 2 {
         tokio::task::yield_now().await;
     }
-    assert_eq!(engine.pipeline().model_slots_available(), 0);
+    assert_eq!(engine.model_slots_available(), 0);
 
     let before = tokio::time::Instant::now();
     let gate_only = engine.records(&one("Bash", "git status && ls")).await.remove(0);
@@ -391,5 +391,5 @@ async fn exhausted_model_slots_fail_closed_and_gate_only_calls_do_not_wait() {
         assert_eq!((record.decision.decision.as_str(), code(&record)), ("ask", "review_error"));
         assert_eq!(record.review.as_ref().unwrap().error_kind.as_deref(), Some("timeout"));
     }
-    assert_eq!(engine.pipeline().model_slots_available(), 2, "every slot came back");
+    assert_eq!(engine.model_slots_available(), 2, "every slot came back");
 }

@@ -593,6 +593,14 @@ mod tests {
             ReasonCode::DecisionTimeout => false,
             ReasonCode::AuditUnavailable => false,
             ReasonCode::SessionStoreUnavailable => false,
+            ReasonCode::HookError => false,
+            ReasonCode::DenyNotRequested
+            | ReasonCode::DenyScopeExpansion
+            | ReasonCode::DenyDestructive
+            | ReasonCode::DenyExfiltration
+            | ReasonCode::DenySecurityWeakening
+            | ReasonCode::DenyBypassesReview
+            | ReasonCode::DenyUnclear => false,
         }
     }
 

@@ -35,13 +35,15 @@ use futures_util::future::join_all;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
+use crate::classifier::budget::CostlyBudget;
+use crate::classifier::finalize::{Budget, Classifier, Reviewed, Screened, SessionUpdate, finalize, session_update};
 use crate::classifier::prompts::Prompts;
-use crate::classifier::questions::{ALLOW, agent_reason};
+use crate::classifier::questions::ALLOW;
 use crate::classifier::session::SessionPolicy;
 use crate::classifier::transcript::{self, TranscriptBudget};
 use crate::config::{Config, OnDeny, OnError};
-use crate::decision::{Decision, GateAction, ReasonCode};
-use crate::gate::reversibility::CostlyBudget;
+use crate::decision::GateAction;
+use crate::engine::EngineError;
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::model::{DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage, validate_answer};
 use crate::request::{CallDecision, DecideRequest, PendingCall, Stage};
@@ -84,6 +86,21 @@ pub struct StageRecord {
     pub batch_size: usize,
 }
 
+impl StageRecord {
+    /// This call's share of the stage's token usage. A batched review reports the whole
+    /// batch's tokens on every member, so each member gets `1 / batch_size` of them (whole
+    /// tokens, rounded down); the eval's results and the service's token metrics both use it.
+    pub fn member_usage(&self) -> Usage {
+        let members = self.batch_size.max(1) as u64;
+        let part = |count: Option<u64>| count.map(|count| count / members);
+        Usage {
+            prompt_tokens: part(self.usage.prompt_tokens),
+            completion_tokens: part(self.usage.completion_tokens),
+            cached_tokens: part(self.usage.cached_tokens),
+        }
+    }
+}
+
 /// Everything about one call's decision: what the audit log and the eval need.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DecisionRecord {
@@ -122,7 +139,11 @@ pub struct Pipeline {
 /// (`ask`) until [`Pipeline::finish`] runs the models. Lets a host admit model-bound requests
 /// separately from those the gate settles alone.
 pub struct GatedRequest {
+    /// The gate's own outcomes, and each call's costly-call budget.
     outcomes: Vec<GateOutcome>,
+    budgets: Vec<Budget>,
+    /// The calls the gate sent to the classifier (and no budget refused), in request order.
+    classified: Vec<usize>,
     records: Vec<DecisionRecord>,
     needs_model: bool,
     started: Instant,
@@ -158,47 +179,6 @@ fn argument_bytes(input: &serde_json::Map<String, serde_json::Value>) -> usize {
             _ => 0,
         })
         .sum()
-}
-
-/// The decision for a call the gate settled on its own.
-pub fn gate_decision(call: &PendingCall, outcome: &GateOutcome) -> CallDecision {
-    let (decision, reason_code, reason) = match outcome.action {
-        GateAction::Allow => (Decision::Allow, outcome.primary, None),
-        GateAction::Ask => (Decision::Ask, outcome.primary, outcome.reason()),
-        GateAction::Deny => (Decision::Deny, outcome.primary, outcome.reason()),
-        GateAction::Classify => {
-            let why = outcome.reason().unwrap_or_default();
-            let why = why.strip_prefix("this call needs review: ").unwrap_or(&why).to_owned();
-            (
-                Decision::Ask,
-                ReasonCode::NoClassifier,
-                Some(format!(
-                    "permit needs a person to approve this call: it needs the classifier ({why}) and none is configured"
-                )),
-            )
-        }
-    };
-    decision_for(call, outcome, decision, Stage::Gate, reason_code.as_str(), reason)
-}
-
-fn decision_for(
-    call: &PendingCall,
-    outcome: &GateOutcome,
-    decision: Decision,
-    stage: Stage,
-    reason_code: &str,
-    reason: Option<String>,
-) -> CallDecision {
-    CallDecision {
-        id: call.id.clone(),
-        decision,
-        stage,
-        tier: outcome.tier,
-        reason,
-        reason_code: Some(reason_code.to_owned()),
-        p_allow: None,
-        rules: outcome.rules.clone(),
-    }
 }
 
 /// A session store call bounded by the request's deadline as well as the store's own timeout
@@ -257,50 +237,11 @@ fn error_record(model: &dyn DecisionModel, error: &ModelError, latency_ms: f64, 
         ..StageRecord::default()
     }
 }
-
-/// The screen's verdict for one call: `true` to skip the review.
-fn screen_allows(record: &StageRecord, threshold: f64, reports_probabilities: bool) -> bool {
-    match (record.choice.as_deref(), record.p_allow) {
-        (Some(ALLOW), Some(p_allow)) => p_allow >= threshold,
-        // A model without probabilities decides by its choice; one that should have reported
-        // them but did not has given no usable answer.
-        (Some(ALLOW), None) => !reports_probabilities,
-        _ => false,
-    }
-}
-
-const MODEL_BUSY_REASON: &str =
-    "permit needs a person to approve this call: every model slot stayed busy, so no model judged it in time";
-
-/// Why a call the screen did not clear goes to a person when no review model is configured:
-/// the code names what happened (the screen escalated, timed out or failed, or the call is
-/// irreversible and no model may allow it), never just that a review is missing.
-fn unreviewed(screen: Option<&StageRecord>, model_may_allow: bool) -> (ReasonCode, String) {
-    let person = "permit needs a person to approve this call";
-    if !model_may_allow {
-        return (ReasonCode::Irreversible, format!("{person}: it is irreversible, so no model may allow it"));
-    }
-    match screen.and_then(|screen| screen.error_kind.as_deref()) {
-        Some(ModelError::TIMEOUT_KIND) => (
-            ReasonCode::ScreenTimeout,
-            format!("{person}: the screen model did not answer in time and no review model is configured"),
-        ),
-        Some(kind) => (
-            ReasonCode::ScreenError,
-            format!("{person}: the screen model could not judge it ({kind}) and no review model is configured"),
-        ),
-        None => (
-            ReasonCode::NoReviewModel,
-            format!("{person}: the screen did not clear it and no review model is configured"),
-        ),
-    }
-}
-
 impl Pipeline {
-    pub fn new(config: &Config, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Result<Self, String> {
-        let gate = Gate::new(config)?;
-        let prompts = Prompts::load(&config.prompts).map_err(|error| error.to_string())?;
-        let (store, store_metrics) = session_store::build(&config.session)?;
+    pub fn new(config: &Config, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Result<Self, EngineError> {
+        let gate = Gate::new(config).map_err(EngineError::Gate)?;
+        let prompts = Prompts::load(&config.prompts).map_err(|error| EngineError::Prompts(error.to_string()))?;
+        let (store, store_metrics) = session_store::build(&config.session).map_err(EngineError::SessionStore)?;
         Ok(Self {
             gate: Arc::new(gate),
             costly_budget: CostlyBudget::new(config.reversibility.costly_budget_per_session, Arc::clone(&store)),
@@ -400,34 +341,39 @@ impl Pipeline {
 
     /// The first half of [`Pipeline::decide_within`]: runs the gate on every call (and charges
     /// the costly-call budget). Calls the gate routes to the classifier are provisionally `ask`.
+    /// The first half of [`Pipeline::decide_within`]: runs the gate on every call and charges
+    /// the costly-call budget. Calls the gate routes to the classifier are provisionally `ask`.
     pub async fn gate_request(&self, request: &DecideRequest, deadline: Option<tokio::time::Instant>) -> GatedRequest {
         let started = Instant::now();
         let session = request.session_id.as_deref();
-        let (mut outcomes, gate_latencies) = self.gate_all(request, deadline).await;
+        let (outcomes, gate_latencies) = self.gate_all(request, deadline).await;
         // Charged in request order; once the store fails, the request's other costly calls are
-        // `ask` at once rather than each waiting out the store's timeout.
+        // unreadable at once rather than each waiting out the store's timeout.
+        let mut budgets = Vec::with_capacity(outcomes.len());
         let mut store_failure: Option<StoreError> = None;
-        for outcome in &mut outcomes {
-            match &store_failure {
-                Some(error) => self.costly_budget.refuse_unread(session, outcome, error),
-                None => {
-                    if let Err(error) = bounded(deadline, self.costly_budget.charge(session, outcome)).await {
-                        // When the deadline cut the charge short, the outcome is still the
-                        // gate's: refuse it here (a no-op when the charge already did).
-                        self.costly_budget.refuse_unread(session, outcome, &error);
+        for outcome in &outcomes {
+            let budget = match &store_failure {
+                Some(error) => CostlyBudget::unread(session, outcome, error),
+                None => match bounded(deadline, self.costly_budget.charge(session, outcome)).await {
+                    Ok(budget) => budget,
+                    // The store failed, or the deadline cut the charge short: unread either way.
+                    Err(error) => {
+                        let budget = CostlyBudget::unread(session, outcome, &error);
                         store_failure = Some(error);
+                        budget
                     }
-                }
-            }
+                },
+            };
+            budgets.push(budget);
         }
         let records: Vec<DecisionRecord> = request
             .pending
             .iter()
-            .zip(&outcomes)
+            .zip(outcomes.iter().zip(&budgets))
             .zip(&gate_latencies)
-            .map(|((call, outcome), gate_latency_ms)| DecisionRecord {
-                decision: gate_decision(call, outcome),
-                gate: outcome.clone(),
+            .map(|((call, (outcome, budget)), gate_latency_ms)| DecisionRecord {
+                decision: finalize(call, outcome, budget, &Classifier::NotConfigured),
+                gate: budget.as_recorded(outcome),
                 screen: None,
                 review: None,
                 session_locked: false,
@@ -436,95 +382,79 @@ impl Pipeline {
                 latency_ms: 0.0,
             })
             .collect();
-        let needs_model =
-            self.has_classifier() && outcomes.iter().any(|outcome| outcome.action == GateAction::Classify);
-        GatedRequest { outcomes, records, needs_model, started }
+        let classified: Vec<usize> = (0..outcomes.len())
+            .filter(|index| outcomes[*index].action == GateAction::Classify && budgets[*index].refusal().is_none())
+            .collect();
+        let needs_model = self.has_classifier() && !classified.is_empty();
+        GatedRequest { outcomes, budgets, classified, records, needs_model, started }
+    }
+
+    /// The first configured model stage: where a call that no model judged stopped.
+    fn first_model_stage(&self) -> Stage {
+        if self.screen.is_some() { Stage::Screen } else { Stage::Review }
+    }
+
+    /// Finishes a gated request without its model work, when the service has no model slot
+    /// free: each call the gate sent to the classifier is `ask` (`model_busy`), the rest keep
+    /// the gate's answer.
+    pub fn shed(&self, request: &DecideRequest, gated: GatedRequest) -> Vec<DecisionRecord> {
+        let evidence = Classifier::ServiceBusy { stage: self.first_model_stage() };
+        let GatedRequest { outcomes, budgets, classified, mut records, started, .. } = gated;
+        for index in classified {
+            records[index].decision = finalize(&request.pending[index], &outcomes[index], &budgets[index], &evidence);
+        }
+        let latency = millis(started.elapsed());
+        for record in &mut records {
+            record.latency_ms = latency;
+        }
+        records
     }
 
     /// The second half of [`Pipeline::decide_within`]: the classifier stages for the calls the
-    /// gate routed to them, bounded by `deadline`. `gated` must come from
-    /// [`Pipeline::gate_request`] for the same `request`.
+    /// gate routed to them, bounded by `deadline`, then [`finalize`] for each. `gated` must come
+    /// from [`Pipeline::gate_request`] for the same `request`.
     pub async fn finish(
         &self,
         request: &DecideRequest,
         gated: GatedRequest,
         deadline: Option<tokio::time::Instant>,
     ) -> Vec<DecisionRecord> {
-        let GatedRequest { outcomes, mut records, needs_model, started } = gated;
+        let GatedRequest { outcomes, budgets, classified, mut records, needs_model, started } = gated;
         let session = request.session_id.as_deref();
-        let classified: Vec<usize> =
-            (0..outcomes.len()).filter(|index| outcomes[*index].action == GateAction::Classify).collect();
+        let settle = |records: &mut [DecisionRecord], indices: &[usize], evidence: &Classifier<'_>| {
+            for index in indices {
+                records[*index].decision =
+                    finalize(&request.pending[*index], &outcomes[*index], &budgets[*index], evidence);
+            }
+        };
         if needs_model {
-            let locked = bounded(deadline, self.sessions.is_locked(session)).await;
-            if let Err(error) = &locked {
-                for index in &classified {
-                    records[*index].decision = decision_for(
-                        &request.pending[*index],
-                        &outcomes[*index],
-                        Decision::Ask,
-                        Stage::Session,
-                        ReasonCode::SessionStoreUnavailable.as_str(),
-                        // The kind only: a store's own message (Redis's error text) stays in
-                        // the service's log.
-                        Some(format!(
-                            "permit needs a person to approve this call: the session's state could not be read ({}), so no model judged it",
-                            error.kind()
-                        )),
-                    );
-                }
-            } else if locked == Ok(true) {
-                for index in &classified {
-                    let record = &mut records[*index];
-                    record.session_locked = true;
-                    record.decision = decision_for(
-                        &request.pending[*index],
-                        &outcomes[*index],
-                        Decision::Ask,
-                        Stage::Session,
-                        ReasonCode::SessionDenialLimit.as_str(),
-                        Some("permit needs a person to approve this call: the classifier has denied too many calls in this session, so a person decides from here".to_owned()),
-                    );
-                }
-            } else {
-                // Past the per-request bound, calls go to a person rather than queue: a request
-                // cannot buy more model calls by holding more calls.
-                let judged_count = classified.len().min(self.max_calls_per_request);
-                let (judged, over_limit) = classified.split_at(judged_count);
-                let stage = if self.screen.is_some() { Stage::Screen } else { Stage::Review };
-                for index in over_limit {
-                    records[*index].decision = decision_for(
-                        &request.pending[*index],
-                        &outcomes[*index],
-                        Decision::Ask,
-                        stage,
-                        ReasonCode::ModelCallLimit.as_str(),
-                        Some(format!(
-                            "permit needs a person to approve this call: the request holds more calls for the classifier than the {} it judges per request",
-                            self.max_calls_per_request
-                        )),
-                    );
-                }
-                let classify = self.classify(request, &outcomes, judged, &mut records);
-                let finished = match deadline {
-                    Some(deadline) => tokio::time::timeout_at(deadline, classify).await.is_ok(),
-                    None => {
-                        classify.await;
-                        true
+            match bounded(deadline, self.sessions.is_locked(session)).await {
+                Err(error) => settle(&mut records, &classified, &Classifier::SessionUnreadable { kind: error.kind() }),
+                Ok(true) => {
+                    for index in &classified {
+                        records[*index].session_locked = true;
                     }
-                };
-                if !finished {
-                    for index in judged {
-                        records[*index].decision = decision_for(
-                            &request.pending[*index],
-                            &outcomes[*index],
-                            Decision::Ask,
-                            Stage::Timeout,
-                            ReasonCode::DecisionTimeout.as_str(),
-                            Some(
-                                "permit needs a person to approve this call: the classifier did not decide in time"
-                                    .to_owned(),
-                            ),
-                        );
+                    settle(&mut records, &classified, &Classifier::SessionLocked);
+                }
+                Ok(false) => {
+                    // Past the per-request bound, calls go to a person rather than queue.
+                    let judged_count = classified.len().min(self.max_calls_per_request);
+                    let (judged, over_limit) = classified.split_at(judged_count);
+                    let limit = Classifier::OverCallLimit {
+                        limit: self.max_calls_per_request,
+                        stage: self.first_model_stage(),
+                    };
+                    settle(&mut records, over_limit, &limit);
+                    let classify = self.classify(request, &outcomes, &budgets, judged, &mut records);
+                    let finished = match deadline {
+                        Some(deadline) => tokio::time::timeout_at(deadline, classify).await.is_ok(),
+                        None => {
+                            classify.await;
+                            true
+                        }
+                    };
+                    if !finished {
+                        settle(&mut records, judged, &Classifier::TimedOut);
                     }
                 }
             }
@@ -536,11 +466,15 @@ impl Pipeline {
         records
     }
 
+    /// Runs the stages for the judged calls, finalizes each, and applies the session updates
+    /// the decisions call for. The caller bounds it by the request's deadline: if it is cut
+    /// short, every judged call is finalized as timed out instead.
     async fn classify(
         &self,
         request: &DecideRequest,
         outcomes: &[GateOutcome],
-        classified: &[usize],
+        budgets: &[Budget],
+        judged: &[usize],
         records: &mut [DecisionRecord],
     ) {
         let session = request.session_id.as_deref();
@@ -548,7 +482,7 @@ impl Pipeline {
         let transcript = match &rendered {
             Ok(rendered) => Some(rendered.text.as_str()),
             Err(error) => {
-                for index in classified {
+                for index in judged {
                     records[*index].transcript_error = Some(error.to_string());
                 }
                 None
@@ -556,17 +490,17 @@ impl Pipeline {
         };
 
         // Stage 1: screens, concurrently. Irreversible calls skip it: a screen may only allow.
+        // A trained head may clear only calls whose gate findings carry no signal of harm (its
+        // measured weakness lies in the others); they go straight to the review.
         let mut escalated: Vec<usize> = Vec::new();
         if let Some(screen) = &self.screen {
-            // A trained head may clear only calls whose gate findings carry no signal of harm
-            // (its measured weakness lies in the others); they go straight to the review.
             let trained_head = screen.model.is_trained_head();
             let screenable = |index: &usize| {
                 outcomes[*index].model_may_allow
                     && (!trained_head || super::eligibility::head_may_clear(&outcomes[*index]))
             };
-            let screened: Vec<usize> = classified.iter().copied().filter(screenable).collect();
-            escalated.extend(classified.iter().copied().filter(|index| !screenable(index)));
+            let screened: Vec<usize> = judged.iter().copied().filter(screenable).collect();
+            escalated.extend(judged.iter().copied().filter(|index| !screenable(index)));
             let answers = join_all(
                 screened
                     .iter()
@@ -574,76 +508,79 @@ impl Pipeline {
             )
             .await;
             for (index, record) in screened.into_iter().zip(answers) {
-                let allowed = record.error_kind.is_none()
-                    && screen_allows(&record, screen.threshold, screen.model.reports_probabilities());
-                let p_allow = record.p_allow;
-                let busy = record.error_kind.as_deref() == Some(ModelError::BUSY_KIND);
+                let verdict = Screened {
+                    record: &record,
+                    threshold: screen.threshold,
+                    reports_probabilities: screen.model.reports_probabilities(),
+                };
+                // A cleared call is settled; a busy screen goes to a person now, since the
+                // review would wait for the same busy slots.
+                let settled = verdict.clears() || record.error_kind.as_deref() == Some(ModelError::BUSY_KIND);
                 records[index].screen = Some(record);
-                if allowed {
-                    let mut decision = decision_for(
-                        &request.pending[index],
-                        &outcomes[index],
-                        Decision::Allow,
-                        Stage::Screen,
-                        ReasonCode::ScreenAllow.as_str(),
-                        None,
-                    );
-                    decision.p_allow = p_allow;
-                    records[index].decision = decision;
-                    // A reset that fails leaves the streak higher: stricter, never looser.
-                    let _ = self.sessions.record_classifier_allow(session).await;
-                } else if busy {
-                    // The review would wait for the same busy slots: a person decides now
-                    // rather than after a second timeout.
-                    records[index].decision = decision_for(
-                        &request.pending[index],
-                        &outcomes[index],
-                        Decision::Ask,
-                        Stage::Screen,
-                        ReasonCode::ModelBusy.as_str(),
-                        Some(MODEL_BUSY_REASON.to_owned()),
-                    );
-                } else {
+                if !settled {
                     escalated.push(index);
                 }
             }
             escalated.sort_unstable();
         } else {
-            escalated.extend_from_slice(classified);
-        }
-        if escalated.is_empty() {
-            return;
+            escalated.extend_from_slice(judged);
         }
 
         // Stage 2: one review for everything the screen escalated.
-        let Some(review) = &self.review else {
-            for index in escalated {
-                let screen = records[index].screen.as_ref();
-                let (code, reason) = unreviewed(screen, outcomes[index].model_may_allow);
-                let p_allow = screen.and_then(|screen| screen.p_allow);
-                let mut decision = decision_for(
-                    &request.pending[index],
-                    &outcomes[index],
-                    Decision::Ask,
-                    Stage::Screen,
-                    code.as_str(),
-                    Some(reason),
-                );
-                decision.p_allow = p_allow;
-                records[index].decision = decision;
+        let mut options: Vec<Option<String>> = vec![None; records.len()];
+        if let Some(review) = &self.review
+            && !escalated.is_empty()
+        {
+            let calls: Vec<&PendingCall> = escalated.iter().map(|index| &request.pending[*index]).collect();
+            let results = self.review_calls(review, transcript, &calls).await;
+            for (index, (record, option)) in escalated.iter().zip(results) {
+                records[*index].review = Some(record);
+                options[*index] = option;
             }
-            return;
-        };
-        let calls: Vec<&PendingCall> = escalated.iter().map(|index| &request.pending[*index]).collect();
-        let results = self.review_calls(review, transcript, &calls).await;
-        for (index, (record, option)) in escalated.into_iter().zip(results) {
-            let p_allow = records[index].screen.as_ref().and_then(|screen| screen.p_allow);
-            let mut decision = self
-                .review_decision(review, &request.pending[index], &outcomes[index], option.as_deref(), &record, session)
-                .await;
-            decision.p_allow = p_allow;
-            records[index].decision = decision;
-            records[index].review = Some(record);
+        }
+
+        // The decisions, then the session updates they call for, in the order the stages
+        // answered (the screen's, then the review's). An update that fails leaves the streak
+        // higher or a denial uncounted; it is logged and counted by the store's metrics, and
+        // the call keeps its decision.
+        for index in judged {
+            let record = &records[*index];
+            let screen = self.screen.as_ref().and_then(|screen| {
+                Some(Screened {
+                    record: record.screen.as_ref()?,
+                    threshold: screen.threshold,
+                    reports_probabilities: screen.model.reports_probabilities(),
+                })
+            });
+            let review = self.review.as_ref().and_then(|review| {
+                Some(Reviewed {
+                    record: record.review.as_ref()?,
+                    option: options[*index].as_deref(),
+                    on_error: review.on_error,
+                    on_deny: review.on_deny,
+                })
+            });
+            let decision = finalize(
+                &request.pending[*index],
+                &outcomes[*index],
+                &budgets[*index],
+                &Classifier::Judged { screen, review },
+            );
+            records[*index].decision = decision;
+        }
+        let mut updates: Vec<(bool, usize, SessionUpdate)> = judged
+            .iter()
+            .filter_map(|index| {
+                let decision = &records[*index].decision;
+                Some((decision.stage != Stage::Screen, *index, session_update(decision)?))
+            })
+            .collect();
+        updates.sort_unstable_by_key(|(after_screen, index, _)| (*after_screen, *index));
+        for (_, _, update) in updates {
+            let _ = match update {
+                SessionUpdate::ClassifierAllowed => self.sessions.record_classifier_allow(session).await,
+                SessionUpdate::ClassifierDenied => self.sessions.record_classifier_denial(session).await,
+            };
         }
     }
 
@@ -749,68 +686,6 @@ impl Pipeline {
                 (record, choice.map(|choice| choice.option.clone()))
             })
             .collect()
-    }
-
-    /// Turns a review's option into the call's decision, fail closed.
-    async fn review_decision(
-        &self,
-        review: &ReviewStage,
-        call: &PendingCall,
-        outcome: &GateOutcome,
-        option: Option<&str>,
-        record: &StageRecord,
-        session: Option<&str>,
-    ) -> CallDecision {
-        match option {
-            // A review error: fail closed as configured.
-            None => {
-                let kind = record.error_kind.as_deref().unwrap_or("error");
-                // A review that got no model slot is told apart from one that failed, but
-                // `on_error` governs both: neither judged the call.
-                let (code, why) = if kind == ModelError::BUSY_KIND {
-                    (
-                        ReasonCode::ModelBusy,
-                        "every model slot stayed busy, so the review could not judge it in time".to_owned(),
-                    )
-                } else {
-                    (ReasonCode::ReviewError, format!("the review model could not judge it ({kind})"))
-                };
-                let (decision, reason) = match review.on_error {
-                    OnError::Ask => (Decision::Ask, format!("permit needs a person to approve this call: {why}")),
-                    OnError::Deny => (
-                        Decision::Deny,
-                        format!(
-                            "permit blocked this call: {why}, and this deployment blocks what it cannot review. Find a safer way to do what the user asked."
-                        ),
-                    ),
-                };
-                decision_for(call, outcome, decision, Stage::Review, code.as_str(), Some(reason))
-            }
-            Some(ALLOW) => {
-                if outcome.model_may_allow {
-                    // A reset that fails leaves the streak higher: stricter, never looser.
-                    let _ = self.sessions.record_classifier_allow(session).await;
-                    decision_for(call, outcome, Decision::Allow, Stage::Review, ReasonCode::ReviewAllow.as_str(), None)
-                } else {
-                    // The reversibility ladder: no model may allow an irreversible call alone.
-                    decision_for(call, outcome, Decision::Ask, Stage::Review, ReasonCode::Irreversible.as_str(), Some("permit needs a person to approve this call: it is irreversible, so the review's approval is not enough".to_owned()))
-                }
-            }
-            Some(deny_option) => {
-                // A denial that cannot be recorded is logged and counted by the store's metrics;
-                // this call is denied all the same.
-                let _ = self.sessions.record_classifier_denial(session).await;
-                let reason = agent_reason(deny_option).unwrap_or_else(|| {
-                    // Unreachable after validation; still never model text.
-                    "permit blocked this call. Find a safer way to do what the user asked, and do not try to get around this block.".to_owned()
-                });
-                // `reviewer` mode: the classifier may only veto, so its deny asks a person; and
-                // an operator may turn review denials into questions.
-                let decision =
-                    if outcome.veto_only || review.on_deny == OnDeny::Ask { Decision::Ask } else { Decision::Deny };
-                decision_for(call, outcome, decision, Stage::Review, deny_option, Some(reason))
-            }
-        }
     }
 }
 

@@ -137,6 +137,19 @@ pub fn agent_reason(option_id: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::ReasonCode;
+
+    /// The verdict's deny options and the deny reason codes are one closed set: each option id
+    /// is its code's wire name, and each code is an option.
+    #[test]
+    fn deny_options_are_exactly_the_review_denial_codes() {
+        let denials: Vec<&str> = VERDICT_OPTIONS.iter().map(|option| option.id).filter(|id| *id != ALLOW).collect();
+        let codes: Vec<&str> = ReasonCode::REVIEW_DENIALS.iter().map(|code| code.as_str()).collect();
+        assert_eq!(denials, codes);
+        for id in denials {
+            assert_eq!(ReasonCode::review_denial(id).map(ReasonCode::as_str), Some(id));
+        }
+    }
 
     #[test]
     fn invalid_tables_are_caught() {

@@ -125,7 +125,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let (screen, review, read_through) = models(&config, &args, recorder.as_ref())?;
-    let engine = Arc::new(Engine::with_models(config, screen, review).map_err(anyhow::Error::msg)?);
+    let engine = Arc::new(Engine::with_models(config, screen, review)?);
     let baseline = args.baseline.as_deref().map(super::read_results).transpose()?;
 
     let runtime =

@@ -27,8 +27,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::classifier::pipeline::DecisionRecord;
 use crate::engine::Engine;
+use crate::engine::{DecisionRecord, StageRecord};
 use crate::model::Usage;
 use crate::request::{EvalCase, Label, parse_cases};
 
@@ -84,7 +84,7 @@ impl CallResult {
             stage: decision.stage,
             tier: decision.tier,
             gate_action: record.gate.action,
-            reason_code: decision.reason_code.clone(),
+            reason_code: decision.reason_code.map(|code| code.as_str().to_owned()),
             reason: decision.reason.clone(),
             screen_model: record.screen.as_ref().map(|screen| screen.model.clone()),
             screen_choice: record.screen.as_ref().and_then(|screen| screen.choice.clone()),
@@ -94,23 +94,8 @@ impl CallResult {
             screen_latency_ms: record.screen.as_ref().map(|screen| screen.latency_ms),
             review_latency_ms: record.review.as_ref().map(|review| review.latency_ms),
             screen_tokens: record.screen.as_ref().map(|screen| screen.usage).unwrap_or_default(),
-            review_tokens: record
-                .review
-                .as_ref()
-                .map(|review| share(review.usage, review.batch_size))
-                .unwrap_or_default(),
+            review_tokens: record.review.as_ref().map(StageRecord::member_usage).unwrap_or_default(),
         }
-    }
-}
-
-/// A batched review reports the whole batch's tokens on each member: each gets its share.
-fn share(usage: Usage, members: usize) -> Usage {
-    let members = members.max(1) as u64;
-    let part = |count: Option<u64>| count.map(|count| count / members);
-    Usage {
-        prompt_tokens: part(usage.prompt_tokens),
-        completion_tokens: part(usage.completion_tokens),
-        cached_tokens: part(usage.cached_tokens),
     }
 }
 

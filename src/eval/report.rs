@@ -118,7 +118,7 @@ impl WrongCall {
             category: case.category.clone(),
             note: None,
             decision: call.decision,
-            stage: stage_name(call.stage).to_owned(),
+            stage: call.stage.as_str().to_owned(),
             reason_code: call.reason_code.clone(),
             p_allow: call.p_allow,
             errors: call.errors.clone(),
@@ -169,7 +169,7 @@ fn tokens(call: &CallResult) -> u64 {
 
 /// Whether the screen cleared the call (it was allowed by the screen stage itself).
 fn screen_cleared(call: &CallResult) -> bool {
-    call.stage == Stage::Screen && call.decision == Decision::Allow
+    crate::classifier::finalize::cleared_by_screen(call.decision, call.stage)
 }
 
 /// The kind of an error line as [`super::CallResult`] records it: `screen: timeout: …` is a
@@ -247,10 +247,6 @@ fn ratio(part: usize, whole: usize) -> f64 {
     if whole == 0 { 0.0 } else { part as f64 / whole as f64 }
 }
 
-fn stage_name(stage: Stage) -> &'static str {
-    crate::server::metrics::stage_name(stage)
-}
-
 fn label_name(label: Option<Label>) -> &'static str {
     match label {
         Some(Label::Deny) => "deny",
@@ -274,11 +270,11 @@ pub fn compute(results: &[CaseResult]) -> Report {
         })
         .collect();
     let mut stages: Vec<Stage> = all().map(|(_, call)| call.stage).collect();
-    stages.sort_by_key(|stage| stage_name(*stage));
+    stages.sort_by_key(|stage| stage.as_str());
     stages.dedup();
     let by_stage = stages
         .into_iter()
-        .map(|stage| (stage_name(stage).to_owned(), figures(all().filter(|(_, call)| call.stage == stage))))
+        .map(|stage| (stage.as_str().to_owned(), figures(all().filter(|(_, call)| call.stage == stage))))
         .collect();
     let mut confusion: BTreeMap<String, Outcomes> = BTreeMap::new();
     let mut unlabeled: BTreeMap<String, Outcomes> = BTreeMap::new();
@@ -287,7 +283,7 @@ pub fn compute(results: &[CaseResult]) -> Report {
         confusion.entry(label_name(call.label).to_owned()).or_default().add(call);
         if call.label.is_none() {
             unlabeled.entry("all".to_owned()).or_default().add(call);
-            unlabeled.entry(stage_name(call.stage).to_owned()).or_default().add(call);
+            unlabeled.entry(call.stage.as_str().to_owned()).or_default().add(call);
         }
         match (call.label, call.decision) {
             (Some(Label::Deny), Decision::Allow) => false_allows.push(WrongCall::new(case, call)),

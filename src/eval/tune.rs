@@ -16,6 +16,8 @@
 use serde::Serialize;
 
 use super::{CallResult, CaseResult};
+use crate::classifier::finalize::screen_allows;
+use crate::classifier::questions::ALLOW;
 use crate::request::Label;
 
 /// Labeled denies the screen must have seen before tune recommends a threshold. With 30 and
@@ -144,8 +146,9 @@ fn screened(results: &[CaseResult]) -> impl Iterator<Item = (&CaseResult, &CallR
     })
 }
 
+/// The screen's rule ([`screen_allows`], the pipeline's own) replayed at `threshold` percent.
 fn clears(call: &CallResult, p_allow: f64, threshold: u8) -> bool {
-    call.screen_choice.as_deref() == Some("allow") && p_allow >= f64::from(threshold) / 100.0
+    screen_allows(call.screen_choice.as_deref(), Some(p_allow), f64::from(threshold) / 100.0, true)
 }
 
 /// What the results hold for tuning.
@@ -249,13 +252,14 @@ pub fn recommend_with(
         .find(|row| row.denies_passing <= max_false_allow)
         .ok_or(TuneError::NoThreshold { max_false_allow })?;
     // Denies the screen chose to allow: the only ones a threshold can let through.
-    let mut allowed_denies: Vec<(f64, String)> = screened(results)
-        .filter(|(_, call, _)| call.label == Some(Label::Deny) && call.screen_choice.as_deref() == Some("allow"))
-        .map(|(case, _, p)| (p, case.case.clone()))
+    let mut allowed_denies: Vec<(f64, String, bool)> = screened(results)
+        .filter(|(_, call, _)| call.label == Some(Label::Deny) && call.screen_choice.as_deref() == Some(ALLOW))
+        .map(|(case, call, p)| (p, case.case.clone(), clears(call, p, row.threshold)))
         .collect();
     allowed_denies.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let (passing_denies, kept_out): (Vec<_>, Vec<_>) =
-        allowed_denies.into_iter().partition(|(p, _)| *p >= f64::from(row.threshold) / 100.0);
+    let (passing_denies, kept_out): (Vec<_>, Vec<_>) = allowed_denies.into_iter().partition(|(_, _, passes)| *passes);
+    let passing_denies: Vec<(f64, String)> = passing_denies.into_iter().map(|(p, case, _)| (p, case)).collect();
+    let kept_out: Vec<(f64, String)> = kept_out.into_iter().map(|(p, case, _)| (p, case)).collect();
     Ok(Recommendation {
         threshold: row.threshold,
         screened: evidence.screened,

@@ -14,7 +14,6 @@ pub mod modes;
 pub mod paths;
 mod plain;
 pub mod programs;
-pub mod reversibility;
 pub mod rules;
 pub mod shell;
 pub mod tables;
@@ -122,13 +121,10 @@ impl GateOutcome {
         }
     }
 
-    /// The fixed sentence shown for a `deny` or `ask`, naming the rule or check responsible.
-    pub fn reason(&self) -> Option<String> {
-        if self.action == GateAction::Allow {
-            return None;
-        }
+    /// What decided the outcome, as a phrase: the primary finding's subject, detail and rule.
+    pub fn detail(&self) -> String {
         let finding = self.findings.iter().find(|finding| finding.code == self.primary);
-        let detail = match finding {
+        match finding {
             Some(finding) => {
                 let rule = finding.rule.as_ref().map(|rule| format!(" (rule `{rule}`)")).unwrap_or_default();
                 if finding.subject.is_empty() {
@@ -138,7 +134,15 @@ impl GateOutcome {
                 }
             }
             None => format!("reason code `{}`", self.primary),
-        };
+        }
+    }
+
+    /// The fixed sentence shown for a `deny` or `ask`, naming the rule or check responsible.
+    pub fn reason(&self) -> Option<String> {
+        if self.action == GateAction::Allow {
+            return None;
+        }
+        let detail = self.detail();
         Some(match self.action {
             GateAction::Deny if self.hard_deny => {
                 format!("blocked by permit, and no approval can unblock it: {detail}")
@@ -258,7 +262,15 @@ fn severity(code: ReasonCode) -> u8 {
         | ReasonCode::ModelCallLimit
         | ReasonCode::SessionDenialLimit
         | ReasonCode::DecisionTimeout
-        | ReasonCode::AuditUnavailable => 0,
+        | ReasonCode::AuditUnavailable
+        | ReasonCode::HookError
+        | ReasonCode::DenyNotRequested
+        | ReasonCode::DenyScopeExpansion
+        | ReasonCode::DenyDestructive
+        | ReasonCode::DenyExfiltration
+        | ReasonCode::DenySecurityWeakening
+        | ReasonCode::DenyBypassesReview
+        | ReasonCode::DenyUnclear => 0,
     }
 }
 

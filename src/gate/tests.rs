@@ -550,33 +550,7 @@ reversibility = "costly"
     assert!(!email.model_may_allow);
     assert!(email.reason_codes.contains(&ReasonCode::Irreversible));
 
-    let store = |max_sessions: usize| {
-        let session = crate::config::SessionConfig { max_sessions, ..crate::config::SessionConfig::default() };
-        std::sync::Arc::new(crate::session_store::MemoryStore::new(&session))
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    let remembered = store(10);
-    let budget = reversibility::CostlyBudget::new(2, remembered.clone());
-    let mut actions = Vec::new();
-    for session in ["a", "a", "a", "b"] {
-        let mut outcome = gate.evaluate(&call("create_vm", json!({})), context);
-        runtime.block_on(budget.charge(Some(session), &mut outcome)).unwrap();
-        actions.push(outcome.action);
-    }
-    assert_eq!(actions, [GateAction::Allow, GateAction::Allow, GateAction::Ask, GateAction::Allow]);
-    assert_eq!(crate::session_store::SessionStore::tracked_sessions(remembered.as_ref()), Some(2));
-
-    let bounded = store(2);
-    let small = reversibility::CostlyBudget::new(1, bounded.clone());
-    for session in ["x", "y", "z"] {
-        let mut outcome = gate.evaluate(&call("create_vm", json!({})), context);
-        runtime.block_on(small.charge(Some(session), &mut outcome)).unwrap();
-    }
-    assert_eq!(
-        crate::session_store::SessionStore::tracked_sessions(bounded.as_ref()),
-        Some(2),
-        "session state is bounded"
-    );
+    // The costly-call budget's per-session state is tested in `classifier::budget`.
 }
 
 mod properties {

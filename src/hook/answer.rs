@@ -25,7 +25,7 @@
 use serde_json::{Value, json};
 
 use super::input::{Event, PermissionMode};
-use crate::decision::Decision;
+use crate::decision::{Decision, ReasonCode};
 use crate::request::CallDecision;
 
 /// The agent host the hook answers.
@@ -81,8 +81,8 @@ pub fn reason_text(decision: &CallDecision) -> String {
         (Some(reason), _) => format!("permit: {reason}"),
         (None, Decision::Allow) => format!(
             "allowed by permit's {} ({})",
-            crate::server::metrics::stage_name(decision.stage),
-            decision.reason_code.as_deref().unwrap_or("no reason code")
+            decision.stage.as_str(),
+            decision.reason_code.map_or("no reason code", ReasonCode::as_str)
         ),
         (None, _) => "permit: a person should decide".to_owned(),
     }
@@ -175,7 +175,7 @@ mod tests {
             stage: Stage::Gate,
             tier: Tier::High,
             reason: reason.map(str::to_owned),
-            reason_code: Some("known_safe_command".to_owned()),
+            reason_code: Some(ReasonCode::KnownSafeCommand),
             p_allow: None,
             rules: Vec::new(),
         }

@@ -30,11 +30,11 @@ use super::HookSettings;
 use super::answer::Host;
 use super::input::HookInput;
 use super::transcript::{self, PendingCallRef, SessionTranscript, TranscriptError};
-use crate::classifier::pipeline::gate_decision;
+use crate::classifier::budget::fresh_budget;
+use crate::classifier::finalize::{Classifier, finalize};
 use crate::config::{Config, ConfigError};
-use crate::decision::{Decision, GateAction, Tier};
+use crate::decision::{Decision, GateAction, ReasonCode, Tier};
 use crate::engine::Engine;
-use crate::gate::reversibility::charge_fresh_budget;
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::request::{
     CallDecision, DecideRequest, DecideResponse, KnownEvent, PendingCall, RequestError, Reversibility, Stage,
@@ -88,7 +88,7 @@ fn failure(call: &PendingCall, tier: Tier, error: &HookError) -> CallDecision {
         stage: Stage::Error,
         tier,
         reason: Some(format!("permit could not decide ({error}), so a person decides")),
-        reason_code: Some("hook_error".to_owned()),
+        reason_code: Some(ReasonCode::HookError),
         p_allow: None,
         rules: Vec::new(),
     }
@@ -121,16 +121,15 @@ fn built_in_gate() -> Option<LocalGate> {
     Gate::new(&config).ok().map(|gate| LocalGate { config, gate })
 }
 
-/// The gate's outcome with the costly budget charged as the pipeline charges it (a hook process
-/// starts with a fresh budget, so only a budget of zero turns a costly call into `ask`).
-fn evaluate(local: &LocalGate, call: &PendingCall, input: &HookInput) -> GateOutcome {
-    let mut outcome = local.gate.evaluate(call, CallContext { cwd: input.cwd.as_deref() });
-    charge_fresh_budget(
-        local.config.reversibility.costly_budget_per_session,
-        input.session_id.as_deref(),
-        &mut outcome,
-    );
-    outcome
+/// The gate's outcome as the pipeline records it (with a refusing budget's finding), and the
+/// local decision from [`finalize`]. A hook process starts with a fresh budget, so only a
+/// budget of zero turns a costly call into `ask`.
+fn evaluate(local: &LocalGate, call: &PendingCall, input: &HookInput) -> (GateOutcome, CallDecision) {
+    let outcome = local.gate.evaluate(call, CallContext { cwd: input.cwd.as_deref() });
+    let budget =
+        fresh_budget(local.config.reversibility.costly_budget_per_session, input.session_id.as_deref(), &outcome);
+    let decision = finalize(call, &outcome, &budget, &Classifier::NotConfigured);
+    (budget.as_recorded(&outcome), decision)
 }
 
 /// Codex runs `exec_command` in `cwd` joined with the call's `workdir`, with the `shell` and
@@ -182,8 +181,7 @@ pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> 
             None => return failure(&call, Tier::High, &HookError::Config(error)),
         },
     };
-    let outcome = evaluate(&local, &call, input);
-    let local_decision = gate_decision(&call, &outcome);
+    let (outcome, local_decision) = evaluate(&local, &call, input);
     if outcome.action == GateAction::Deny {
         return local_decision;
     }
@@ -263,10 +261,10 @@ fn classify(
     deadline: Instant,
 ) -> Result<CallDecision, HookError> {
     let request = build_request(input, call, host)?;
-    let engine = Engine::new(config).map_err(HookError::Engine)?;
+    let engine = Engine::new(config).map_err(|error| HookError::Engine(error.to_string()))?;
     let runtime = runtime()?;
     let deadline = tokio::time::Instant::from_std(deadline);
-    let records = runtime.block_on(engine.pipeline().decide_within(&request, Some(deadline)));
+    let records = runtime.block_on(engine.records_within(&request, deadline));
     records
         .into_iter()
         .next()

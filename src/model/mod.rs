@@ -14,6 +14,8 @@ pub mod cache;
 pub mod http;
 pub mod local;
 pub mod openai;
+/// A scripted model for tests (the pipeline's, and Rust hosts' with the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 use std::collections::BTreeMap;

@@ -91,7 +91,7 @@ pub fn withhold_allow(decision: &mut CallDecision) {
             "permit needs a person to approve this call: the audit log cannot be written, and no call is allowed without its record"
                 .to_owned(),
         );
-        decision.reason_code = Some(ReasonCode::AuditUnavailable.as_str().to_owned());
+        decision.reason_code = Some(ReasonCode::AuditUnavailable);
     }
 }
 

@@ -12,9 +12,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::classifier::pipeline::{DecisionRecord, StageRecord};
-use crate::decision::Decision;
-use crate::request::Stage;
+use crate::engine::{DecisionRecord, StageRecord};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
@@ -254,7 +252,7 @@ impl Metrics {
         let decision = &record.decision;
         self.decisions
             .get_or_create(&DecisionLabels {
-                stage: stage_name(decision.stage).to_owned(),
+                stage: decision.stage.as_str().to_owned(),
                 decision: decision.decision.as_str().to_owned(),
             })
             .inc();
@@ -267,7 +265,7 @@ impl Metrics {
         }
         if record.screen.is_some() {
             self.screened.inc();
-            let cleared = decision.stage == Stage::Screen && decision.decision == Decision::Allow;
+            let cleared = crate::classifier::finalize::cleared_by_screen(decision.decision, decision.stage);
             if !cleared {
                 self.screen_escalated.inc();
             }
@@ -281,17 +279,14 @@ impl Metrics {
         if let Some(kind) = &stage.error_kind {
             self.model_errors.get_or_create(&ModelErrorLabels { backend: backend.clone(), kind: kind.clone() }).inc();
         }
-        // A batched review reports the batch's tokens on every member: each gets its share.
-        let share = 1.0 / stage.batch_size.max(1) as f64;
-        for (kind, count) in [
-            ("prompt", stage.usage.prompt_tokens),
-            ("completion", stage.usage.completion_tokens),
-            ("cached", stage.usage.cached_tokens),
-        ] {
+        let usage = stage.member_usage();
+        for (kind, count) in
+            [("prompt", usage.prompt_tokens), ("completion", usage.completion_tokens), ("cached", usage.cached_tokens)]
+        {
             if let Some(count) = count {
                 self.tokens
                     .get_or_create(&TokenLabels { backend: backend.clone(), kind: kind.to_owned() })
-                    .inc_by(count as f64 * share);
+                    .inc_by(count as f64);
             }
         }
     }
@@ -355,16 +350,5 @@ impl Metrics {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)
-    }
-}
-
-pub fn stage_name(stage: Stage) -> &'static str {
-    match stage {
-        Stage::Gate => "gate",
-        Stage::Screen => "screen",
-        Stage::Review => "review",
-        Stage::Session => "session",
-        Stage::Timeout => "timeout",
-        Stage::Error => "error",
     }
 }

@@ -41,10 +41,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 
-use crate::classifier::pipeline::DecisionRecord;
-use crate::decision::{Decision, GateAction, ReasonCode};
+use crate::engine::DecisionRecord;
 use crate::engine::Engine;
-use crate::request::{DecideRequest, DecideResponse, MAX_ID_BYTES, Stage, is_plain_id, parse_object};
+use crate::request::{DecideRequest, DecideResponse, MAX_ID_BYTES, is_plain_id, parse_object};
 use audit::AuditLog;
 use auth::Tokens;
 use metrics::Metrics;
@@ -88,8 +87,6 @@ struct AppState {
     model_slots: Arc<Semaphore>,
     max_concurrency: usize,
     max_model_concurrency: usize,
-    /// Whether a screen stage is configured (the stage a `model_busy` answer names).
-    has_screen: bool,
     /// The last `/readyz` model and audit checks, and when they ran.
     ready_cache: tokio::sync::Mutex<Option<(tokio::time::Instant, bool, Vec<serde_json::Value>)>>,
 }
@@ -137,8 +134,7 @@ impl Server {
         let listener = tokio::net::TcpListener::bind(&settings.bind)
             .await
             .map_err(|source| ServeError::Bind { address: settings.bind.clone(), source })?;
-        let has_screen = engine.models().iter().any(|(stage, _)| *stage == "screen");
-        let metrics = Arc::new(Metrics::with_session_store(engine.pipeline().session_store_metrics()));
+        let metrics = Arc::new(Metrics::with_session_store(engine.session_store_metrics()));
         let state = Arc::new(AppState {
             engine: Arc::new(engine),
             tokens,
@@ -151,7 +147,6 @@ impl Server {
             model_slots: Arc::new(Semaphore::new(settings.max_model_concurrency)),
             max_concurrency: settings.max_concurrency,
             max_model_concurrency: settings.max_model_concurrency,
-            has_screen,
             ready_cache: tokio::sync::Mutex::new(None),
         });
         Ok(Server {
@@ -400,42 +395,18 @@ async fn decide_admitted(
     request: &DecideRequest,
     deadline: tokio::time::Instant,
     decision_slot: OwnedSemaphorePermit,
-    started: Instant,
 ) -> (Vec<DecisionRecord>, OwnedSemaphorePermit) {
-    let pipeline = state.engine.pipeline();
-    let gated = pipeline.gate_request(request, Some(deadline)).await;
+    let engine = &state.engine;
+    let gated = engine.gate_request(request, deadline).await;
     if !gated.needs_model() {
-        return (pipeline.finish(request, gated, Some(deadline)).await, decision_slot);
+        return (engine.finish(request, gated, deadline).await, decision_slot);
     }
     let Ok(model_slot) = state.model_slots.clone().try_acquire_owned() else {
         state.metrics.model_shed();
-        let mut records = gated.records().to_vec();
-        for record in &mut records {
-            model_busy(record, state.has_screen);
-            record.latency_ms = started.elapsed().as_secs_f64() * 1_000.0;
-        }
-        return (records, decision_slot);
+        return (engine.shed(request, gated), decision_slot);
     };
     drop(decision_slot);
-    (pipeline.finish(request, gated, Some(deadline)).await, model_slot)
-}
-
-/// A call the gate sent to the classifier, when no model slot is free: `ask`, reason code
-/// `model_busy` (the code the pipeline uses when its model-call slots stay busy). Other calls
-/// keep the gate's answer. Never loosens: the gate's provisional answer for such a call is
-/// already `ask`, and `max` keeps anything stricter.
-fn model_busy(record: &mut DecisionRecord, has_screen: bool) {
-    if record.gate.action != GateAction::Classify {
-        return;
-    }
-    let decision = &mut record.decision;
-    decision.decision = decision.decision.max(Decision::Ask);
-    decision.stage = if has_screen { Stage::Screen } else { Stage::Review };
-    decision.reason_code = Some(ReasonCode::ModelBusy.as_str().to_owned());
-    decision.reason = Some(
-        "permit needs a person to approve this call: every model slot of the service is busy, so no model judged it"
-            .to_owned(),
-    );
+    (engine.finish(request, gated, deadline).await, model_slot)
 }
 
 async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
@@ -450,7 +421,7 @@ async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Bo
         Err(problem) => return error(StatusCode::BAD_REQUEST, "invalid_request", problem.to_string()),
     };
     let deadline = tokio::time::Instant::now() + state.deadline;
-    let (mut records, _slot) = decide_admitted(&state, &request, deadline, slot, started).await;
+    let (mut records, _slot) = decide_admitted(&state, &request, deadline, slot).await;
     let request_id = request_id(&headers);
     let digest = format!("sha256:{:x}", Sha256::digest(&bytes));
     let time = now_rfc3339();
@@ -556,7 +527,7 @@ async fn feedback(
         }
     }
     // Any decision by a person ends the classifier's denial streak: a person is in the loop.
-    if let Err(problem) = state.engine.pipeline().sessions().record_human_decision(Some(&session_id)).await {
+    if let Err(problem) = state.engine.record_human_decision(&session_id).await {
         tracing::debug!("feedback: {problem}");
         let mut response = error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -588,7 +559,7 @@ async fn costly_checks(state: &AppState) -> (bool, Vec<serde_json::Value>) {
             "detail": result.err(),
         }));
     }
-    let store = state.engine.pipeline().sessions().store();
+    let store = state.engine.session_store();
     if store.kind() != "memory" {
         // Bounded by `session.timeout_ms` inside the store. Every replica shares this Redis,
         // so while it is down every replica answers 503 here (see docs/deploy.md).
@@ -650,7 +621,7 @@ async fn metrics_text(State(state): State<Arc<AppState>>) -> Response {
         healthy: audit.is_healthy(),
     });
     let scrape = metrics::Scrape {
-        sessions: state.engine.pipeline().sessions().tracked_sessions().unwrap_or(0),
+        sessions: state.engine.tracked_sessions().unwrap_or(0),
         parser_panics: crate::gate::shell::caught_parser_panics(),
         audit,
         decision_slots_busy: state.max_concurrency.saturating_sub(state.decision_slots.available_permits()),

@@ -5,8 +5,9 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::classifier::questions::VERDICT_OPTIONS;
+use crate::classifier::questions::{VERDICT_OPTIONS, agent_reason};
 use crate::config::{Config, Mode};
+use crate::decision::{Decision, ReasonCode};
 use crate::model::testing::{Behaviour, ScriptedModel};
 use crate::model::{Choice, ModelError};
 
@@ -113,7 +114,7 @@ async fn review_failures_fail_closed_as_configured() {
                 pipeline(&config(Mode::Auto), screen(&screen_model), review(&review_model, on_error, OnDeny::Deny));
             let record = decide_one(&pipeline, CLASSIFIED).await;
             assert_eq!(record.decision.decision, expected, "{name} {on_error:?}");
-            assert_eq!(record.decision.reason_code.as_deref(), Some("review_error"), "{name}");
+            assert_eq!(record.decision.reason_code.map(ReasonCode::as_str), Some("review_error"), "{name}");
             assert!(record.review.as_ref().unwrap().error_kind.is_some(), "{name}");
         }
     }
@@ -183,7 +184,7 @@ async fn review_denials_show_only_fixed_reasons_and_follow_on_deny() {
     let record = decide_one(&pipeline_deny, CLASSIFIED).await;
     assert_eq!(record.decision.decision, Decision::Deny);
     assert_eq!(record.decision.reason, agent_reason("deny_exfiltration"));
-    assert_eq!(record.decision.reason_code.as_deref(), Some("deny_exfiltration"));
+    assert_eq!(record.decision.reason_code.map(ReasonCode::as_str), Some("deny_exfiltration"));
     assert_eq!(
         record.review.as_ref().unwrap().reasoning.as_deref(),
         Some("scripted reasoning"),
@@ -226,7 +227,7 @@ async fn irreversible_calls_are_never_allowed_by_a_model() {
     let record = pipeline.decide(&email).await.remove(0);
     assert_eq!(record.decision.decision, Decision::Ask);
     assert_eq!(screen_model.calls(), 0, "a screen can only allow, so it is skipped");
-    assert_eq!(record.decision.reason_code.as_deref(), Some("irreversible"));
+    assert_eq!(record.decision.reason_code.map(ReasonCode::as_str), Some("irreversible"));
 }
 
 #[tokio::test]
@@ -407,7 +408,7 @@ fn row(scenario: &str, record: &DecisionRecord) -> String {
         "{scenario}\n  {} · {} · {} · screen error {} · review error {}\n  {}\n",
         decision.decision,
         stage_name(decision.stage),
-        decision.reason_code.as_deref().unwrap_or("-"),
+        decision.reason_code.map(ReasonCode::as_str).unwrap_or("-"),
         kinds[0],
         kinds[1],
         decision.reason.as_deref().unwrap_or("-"),
@@ -521,8 +522,10 @@ async fn an_unreachable_session_store_fails_only_the_calls_that_need_it() {
     let mut mixed = request(&["ls", CLASSIFIED, "x", "cat README.md"]);
     mixed.pending[2].name = "create_vm".to_owned();
     let records = decided.decide(&mixed).await;
-    let answers: Vec<(Decision, Option<&str>)> =
-        records.iter().map(|record| (record.decision.decision, record.decision.reason_code.as_deref())).collect();
+    let answers: Vec<(Decision, Option<&str>)> = records
+        .iter()
+        .map(|record| (record.decision.decision, record.decision.reason_code.map(ReasonCode::as_str)))
+        .collect();
     assert_eq!(
         answers,
         [
@@ -635,7 +638,8 @@ async fn calls_past_the_per_request_bound_are_asked_without_a_model() {
     let records = pipeline.decide(&request(&commands)).await;
     assert_eq!((screen_model.calls(), review_model.calls()), (3, 1));
     assert_eq!(review_model.seen()[0].questions.len(), 3, "the review batch holds only the judged calls");
-    let codes: Vec<&str> = records.iter().map(|record| record.decision.reason_code.as_deref().unwrap()).collect();
+    let codes: Vec<&str> =
+        records.iter().map(|record| record.decision.reason_code.map(ReasonCode::as_str).unwrap()).collect();
     assert_eq!(codes[..3], ["review_allow"; 3]);
     assert_eq!(codes[3..10], ["model_call_limit"; 7]);
     assert_eq!(records[10].decision.decision, Decision::Allow, "gate-only calls are unaffected");
