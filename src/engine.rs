@@ -20,17 +20,17 @@ use crate::session_store::{SessionStore, StoreError, StoreMetrics};
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// A model backend the config names cannot be built (a missing file, a bad URL…).
-    #[error("{0}")]
-    Model(String),
+    #[error(transparent)]
+    Model(#[from] model::BuildError),
     /// The gate's tables or the operator's rules do not load.
     #[error("{0}")]
     Gate(String),
     /// A prompt template does not load or render.
-    #[error("{0}")]
-    Prompts(String),
+    #[error(transparent)]
+    Prompts(#[from] crate::classifier::prompts::PromptError),
     /// The session store cannot be set up.
-    #[error("{0}")]
-    SessionStore(String),
+    #[error(transparent)]
+    SessionStore(#[from] crate::session_store::RedisStoreError),
 }
 
 pub struct Engine {

@@ -240,8 +240,8 @@ fn error_record(model: &dyn DecisionModel, error: &ModelError, latency_ms: f64, 
 impl Pipeline {
     pub fn new(config: &Config, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Result<Self, EngineError> {
         let gate = Gate::new(config).map_err(EngineError::Gate)?;
-        let prompts = Prompts::load(&config.prompts).map_err(|error| EngineError::Prompts(error.to_string()))?;
-        let (store, store_metrics) = session_store::build(&config.session).map_err(EngineError::SessionStore)?;
+        let prompts = Prompts::load(&config.prompts)?;
+        let (store, store_metrics) = session_store::build(&config.session)?;
         Ok(Self {
             gate: Arc::new(gate),
             costly_budget: CostlyBudget::new(config.reversibility.costly_budget_per_session, Arc::clone(&store)),

@@ -28,7 +28,7 @@ pub enum Event {
 
 /// The host session's permission mode (`permission_mode`), in Claude Code's vocabulary, which
 /// Codex's hook input reuses.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, strum::EnumIter)]
 pub enum PermissionMode {
     /// `default` (shown as "Manual", also spelt `manual`): the host prompts for anything not
     /// pre-approved.
@@ -202,6 +202,19 @@ fn normalise_apply_patch(tool_input: &mut Map<String, Value>) {
 
 #[cfg(test)]
 mod tests {
+    /// Every mode's name reads back as the same mode (the host's spelling, `Other` kept as is).
+    #[test]
+    fn every_permission_mode_round_trips() {
+        use strum::IntoEnumIterator;
+        for mode in super::PermissionMode::iter() {
+            let mode = match mode {
+                super::PermissionMode::Other(_) => super::PermissionMode::Other("someNewMode".to_owned()),
+                known => known,
+            };
+            assert_eq!(super::PermissionMode::parse(mode.as_str()), mode);
+        }
+    }
+
     use serde_json::json;
 
     use super::*;

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use crate::config::{AnthropicEffort, AnthropicThinking, HttpSettings};
 use crate::model::answer;
 use crate::model::http::HttpCaller;
-use crate::model::{BoxFuture, DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage};
+use crate::model::{BoxFuture, BuildError, DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage};
 
 /// The Messages API version permit speaks (still the current one: Anthropic's SDKs send it, and
 /// newer features such as thinking and effort are request fields, not versions).
@@ -88,19 +88,17 @@ struct MessagesUsage {
 }
 
 impl AnthropicBackend {
-    pub fn new(settings: AnthropicSettings) -> Result<Self, String> {
+    pub fn new(settings: AnthropicSettings) -> Result<Self, BuildError> {
         let mut headers = HeaderMap::new();
-        let mut key = HeaderValue::from_str(&settings.api_key)
-            .map_err(|_| "the API key is not a valid header value".to_owned())?;
+        let mut key = HeaderValue::from_str(&settings.api_key).map_err(|_| BuildError::InvalidApiKey)?;
         key.set_sensitive(true);
         headers.insert(HeaderName::from_static("x-api-key"), key);
         headers.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         for (name, value) in &settings.headers {
             let name =
-                HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("header name `{name}` is not valid"))?;
-            let value =
-                HeaderValue::from_str(value).map_err(|_| format!("the value of header `{name}` is not valid"))?;
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| BuildError::InvalidHeaderName(name.clone()))?;
+            let value = HeaderValue::from_str(value).map_err(|_| BuildError::InvalidHeaderValue(name.to_string()))?;
             headers.insert(name, value);
         }
         let model = settings.model.clone();

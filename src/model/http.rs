@@ -25,7 +25,7 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
 use crate::config::HttpSettings;
-use crate::model::ModelError;
+use crate::model::{BuildError, ModelError};
 
 /// Bodies quoted in errors are cut to this many characters.
 const BODY_SNIPPET: usize = 200;
@@ -80,11 +80,11 @@ async fn read_capped(response: &mut reqwest::Response, limit: u64) -> Result<Bod
 }
 
 impl HttpCaller {
-    pub fn new(name: String, settings: HttpSettings, secrets: Vec<String>) -> Result<Self, String> {
+    pub fn new(name: String, settings: HttpSettings, secrets: Vec<String>) -> Result<Self, BuildError> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(settings.request_timeout_ms.min(10_000)))
             .build()
-            .map_err(|error| format!("cannot build the HTTP client for `{name}`: {error}"))?;
+            .map_err(|error| BuildError::HttpClient { name: name.clone(), reason: error.to_string() })?;
         Ok(Self { name, client, settings, breaker: Mutex::new(Breaker::default()), secrets })
     }
 

@@ -234,10 +234,33 @@ fn probability_problem(question: &Question, probabilities: &BTreeMap<String, f64
     None
 }
 
-fn api_key(variable: &str) -> Result<String, String> {
+/// Why a model backend could not be built: nothing starts. Each message names the setting.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("the environment variable `{0}` that should hold the API key is not set")]
+    MissingApiKey(String),
+    #[error("the API key is not a valid header value")]
+    InvalidApiKey,
+    #[error("`api_key_header` `{0}` is not a valid header name")]
+    InvalidApiKeyHeader(String),
+    #[error("header name `{0}` is not valid")]
+    InvalidHeaderName(String),
+    #[error("the value of header `{0}` is not valid")]
+    InvalidHeaderValue(String),
+    #[error("`base_url` `{url}` is not a valid URL: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("cannot build the HTTP client for `{name}`: {reason}")]
+    HttpClient { name: String, reason: String },
+    #[error("`style = \"head\"` reads a local model's hidden states: it needs `backend = \"local\"`")]
+    HeadNeedsLocal,
+    #[error(transparent)]
+    Local(#[from] local::LoadError),
+}
+
+fn api_key(variable: &str) -> Result<String, BuildError> {
     match std::env::var(variable) {
         Ok(key) if !key.trim().is_empty() => Ok(key.trim().to_owned()),
-        _ => Err(format!("the environment variable `{variable}` that should hold the API key is not set")),
+        _ => Err(BuildError::MissingApiKey(variable.to_owned())),
     }
 }
 
@@ -251,7 +274,7 @@ fn expand_home(path: &std::path::Path) -> std::path::PathBuf {
 
 /// Builds the backend a config names. Fails (and nothing starts) when an API key variable is
 /// unset, a header is invalid, or the backend is not available in this build.
-pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, String> {
+pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, BuildError> {
     match config {
         ModelConfig::Openai {
             base_url,
@@ -327,8 +350,7 @@ pub fn build(config: &ModelConfig) -> Result<std::sync::Arc<dyn DecisionModel>, 
                 weights: *weights,
                 prefix_cache_mib: *prefix_cache_mib,
                 head: head.as_deref().map(expand_home),
-            })
-            .map_err(|error| error.to_string())?;
+            })?;
             Ok(std::sync::Arc::new(backend))
         }
     }

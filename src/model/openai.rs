@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::config::{HttpSettings, ModelStyle, ReasoningEffort, TokenLimitField};
 use crate::model::answer;
 use crate::model::http::HttpCaller;
-use crate::model::{BoxFuture, DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage};
+use crate::model::{BoxFuture, BuildError, DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage};
 
 pub struct OpenAiSettings {
     pub base_url: String,
@@ -127,38 +127,33 @@ struct PromptTokensDetails {
 }
 
 impl OpenAiBackend {
-    pub fn new(settings: OpenAiSettings) -> Result<Self, String> {
+    pub fn new(settings: OpenAiSettings) -> Result<Self, BuildError> {
         if settings.style == ModelStyle::Head {
-            return Err(
-                "`style = \"head\"` reads a local model's hidden states: it needs `backend = \"local\"`".to_owned()
-            );
+            return Err(BuildError::HeadNeedsLocal);
         }
         let mut headers = HeaderMap::new();
         if let Some(key) = &settings.api_key {
             let (name, value) = if settings.api_key_header.eq_ignore_ascii_case("authorization") {
                 (AUTHORIZATION, format!("Bearer {key}"))
             } else {
-                let name = HeaderName::from_bytes(settings.api_key_header.as_bytes()).map_err(|_| {
-                    format!("`api_key_header` `{}` is not a valid header name", settings.api_key_header)
-                })?;
+                let name = HeaderName::from_bytes(settings.api_key_header.as_bytes())
+                    .map_err(|_| BuildError::InvalidApiKeyHeader(settings.api_key_header.clone()))?;
                 (name, key.clone())
             };
-            let mut value =
-                HeaderValue::from_str(&value).map_err(|_| "the API key is not a valid header value".to_owned())?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| BuildError::InvalidApiKey)?;
             value.set_sensitive(true);
             headers.insert(name, value);
         }
         for (name, value) in &settings.headers {
             let name =
-                HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("header name `{name}` is not valid"))?;
-            let value =
-                HeaderValue::from_str(value).map_err(|_| format!("the value of header `{name}` is not valid"))?;
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| BuildError::InvalidHeaderName(name.clone()))?;
+            let value = HeaderValue::from_str(value).map_err(|_| BuildError::InvalidHeaderValue(name.to_string()))?;
             headers.insert(name, value);
         }
         let base = format!("{}/chat/completions", settings.base_url.trim_end_matches('/'));
         // Percent-encoded by the URL library (a value may hold `&`, `#` or spaces).
         let url = reqwest::Url::parse_with_params(&base, &settings.query)
-            .map_err(|error| format!("`base_url` `{}` is not a valid URL: {error}", settings.base_url))?
+            .map_err(|error| BuildError::InvalidUrl { url: settings.base_url.clone(), reason: error.to_string() })?
             .to_string();
         let name = format!("openai/{}", settings.model);
         let caller = HttpCaller::new(name, settings.http, settings.api_key.clone().into_iter().collect())?;

@@ -26,7 +26,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use crate::config::{SessionConfig, SessionStoreKind};
 pub use memory::MemoryStore;
-pub use redis::RedisStore;
+pub use redis::{RedisStore, RedisStoreError};
 
 /// Calls without a session id share this one anonymous session, so leaving the id out gains
 /// nothing.
@@ -189,10 +189,10 @@ impl SessionStore for Metered {
 /// The store `[session]` configures, metered. Building it never connects: a Redis store
 /// connects on first use and reconnects by itself, so a Redis that is down at start-up makes
 /// calls `ask` (and `/readyz` 503) rather than stopping the service.
-pub fn build(config: &SessionConfig) -> Result<(Arc<dyn SessionStore>, StoreMetrics), String> {
+pub fn build(config: &SessionConfig) -> Result<(Arc<dyn SessionStore>, StoreMetrics), RedisStoreError> {
     let inner: Box<dyn SessionStore> = match config.store {
         SessionStoreKind::Memory => Box::new(MemoryStore::new(config)),
-        SessionStoreKind::Redis => Box::new(RedisStore::new(config).map_err(|error| error.to_string())?),
+        SessionStoreKind::Redis => Box::new(RedisStore::new(config)?),
     };
     let metrics = StoreMetrics::default();
     Ok((Arc::new(Metered::new(inner, metrics.clone())), metrics))
