@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::config::{CONFIG_ENV, Config};
+use crate::config::{CONFIG_ENV, Config, ConfigError};
 use crate::engine::Engine;
+use crate::gate::Gate;
 use crate::request::DecideRequest;
 
 #[derive(Debug, Parser)]
@@ -159,10 +160,35 @@ fn config_path(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
 }
 
+/// How error messages name the config: its path, or the built-in defaults.
+pub(crate) fn config_origin(path: Option<&std::path::Path>) -> String {
+    path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned())
+}
+
 fn load_engine(flag: Option<PathBuf>) -> anyhow::Result<Engine> {
     let path = config_path(flag);
     let config = Config::load(path.as_deref())?;
-    Engine::new(config).map_err(anyhow::Error::msg)
+    build_engine(config, &config_origin(path.as_deref()), Engine::new)
+}
+
+/// Builds the engine for a config loaded from `origin`; `build` is [`Engine::new`] or
+/// [`Engine::with_models`].
+///
+/// The engine compiles the gate, once, and compiling it runs every rule's examples: loading a
+/// config no longer does. A rule at fault is still reported as a config error naming the file,
+/// ahead of any other failure (such as a model that cannot load), as when loading checked it.
+/// The engine's error does not say which part failed, so on that failing path only the gate is
+/// compiled again to tell.
+pub(crate) fn build_engine(
+    config: Config,
+    origin: &str,
+    build: impl FnOnce(Config) -> Result<Engine, String>,
+) -> anyhow::Result<Engine> {
+    let loaded = config.clone();
+    build(config).map_err(|engine_error| match Gate::new(&loaded) {
+        Err(message) => ConfigError::Invalid { path: origin.to_owned(), message }.into(),
+        Ok(_) => anyhow::Error::msg(engine_error),
+    })
 }
 
 /// Prints to stdout; a reader that went away (`permit decide | head`) is not an error.
@@ -181,7 +207,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let path = config_path(config);
             let mut loaded = Config::load(path.as_deref())?;
             if let Some(bind) = bind {
-                loaded.server.bind = bind;
+                loaded.server.bind = crate::config::parse_bind_address(&bind)?;
                 loaded = Config::revalidated(loaded).map_err(anyhow::Error::msg)?;
             }
             let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -189,7 +215,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .build()
                 .context("cannot start the async runtime")?;
             runtime.block_on(async {
-                let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
+                let engine = build_engine(loaded, &config_origin(path.as_deref()), Engine::new)?;
                 for note in engine.model_notes() {
                     tracing::info!("{note}");
                 }
@@ -322,8 +348,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::CheckConfig { config } => {
             let path = config_path(config);
             let loaded = Config::load(path.as_deref())?;
-            let engine = Engine::new(loaded).map_err(anyhow::Error::msg)?;
-            let source = path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned());
+            let source = config_origin(path.as_deref());
+            let engine = build_engine(loaded, &source, Engine::new)?;
             let mut summary = engine.config().summary(engine.pipeline().gate().registry().len());
             for note in engine.model_notes() {
                 summary.push_str(&format!("\n{note}"));
