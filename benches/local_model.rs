@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use permit::classifier::prompts::Prompts;
-use permit::classifier::transcript::{TranscriptBudget, render};
+use permit::classifier::transcript::render;
+use permit::config::TranscriptConfig;
 use permit::config::{DEMO_MODEL_FILE, ModelStyle, PromptsConfig, default_model_dir};
 use permit::model::local::{LocalBackend, LocalSettings, WeightFormat};
 use permit::model::{DecisionModel, ModelAnswer, ModelRequest};
@@ -60,7 +61,7 @@ fn request(
 }
 
 fn screen_request(prompts: &Prompts, request: &DecideRequest) -> ModelRequest {
-    let transcript = render(request, &[], TranscriptBudget::default()).unwrap();
+    let transcript = render(request, &[], TranscriptConfig::default()).unwrap();
     prompts.screen(&transcript.text, &request.pending[0]).unwrap()
 }
 
@@ -219,7 +220,7 @@ fn main() {
     second_call.name = "Bash".to_owned();
     second_call.input = json!({"command": "cargo test parser"}).as_object().unwrap().clone();
     pair.pending.push(second_call);
-    let transcript = render(&pair, &[], TranscriptBudget::default()).unwrap();
+    let transcript = render(&pair, &[], TranscriptConfig::default()).unwrap();
     let pair_first = prompts.screen(&transcript.text, &pair.pending[0]).unwrap();
     let pair_second = prompts.screen(&transcript.text, &pair.pending[1]).unwrap();
     let mut sibling = Vec::new();

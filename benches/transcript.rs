@@ -13,7 +13,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use permit::classifier::transcript::{TranscriptBudget, render};
+use permit::classifier::transcript::render;
+use permit::config::TranscriptConfig;
 use permit::hook::transcript::{PendingCallRef, parse, up_to_pending};
 use permit::request::DecideRequest;
 use serde_json::json;
@@ -53,7 +54,7 @@ fn bench_render(c: &mut Criterion) {
     });
     assert!(calls >= 20_000, "{calls} calls");
     let request = DecideRequest::from_json(&json).unwrap();
-    let budget = TranscriptBudget::default();
+    let budget = TranscriptConfig::default();
     let rendered = render(&request, &[], budget).unwrap();
     assert!(rendered.omitted_tool_calls > 19_000);
     eprintln!("(a) {calls} tool calls, {} bytes of request JSON", json.len());
@@ -70,7 +71,7 @@ fn bench_render(c: &mut Criterion) {
     });
     let request = DecideRequest::from_json(&json).unwrap();
     // Questionnaire answers are never dropped: a big budget, so rendering succeeds.
-    let large = TranscriptBudget { max_tokens: TWO_MIB, argument_chars: 500 };
+    let large = TranscriptConfig { max_tokens: TWO_MIB, argument_chars: 500 };
     render(&request, &questionnaire, large).unwrap();
     eprintln!("(b) {calls} questionnaire calls with answers, {} bytes of request JSON", json.len());
     group.throughput(Throughput::Bytes(json.len() as u64));

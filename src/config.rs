@@ -6,6 +6,13 @@
 //! half understood. Every table rejects unknown keys, because a misspelt key in a security
 //! policy must not silently fall back to a default. With no config file at all, the built-in
 //! defaults apply (`auto` mode, the Claude Code and Codex presets, no rules).
+//!
+//! One check is left to the gate: the rules' `match` and `not_match` examples run where the
+//! engine compiles the gate, once, before anything starts (`permit check-config` included), so
+//! loading never compiles a gate of its own.
+//!
+//! Each default is written once, in its table's `Default` impl (serde fills missing keys from
+//! it), or in `serde_defaults` for the tables that cannot have one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
@@ -56,31 +63,19 @@ impl Mode {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
-    #[serde(default)]
     pub mode: Mode,
-    #[serde(default)]
     pub workspace: WorkspaceConfig,
-    #[serde(default)]
     pub tools: ToolsConfig,
-    #[serde(default)]
     pub rules: Vec<RuleConfig>,
-    #[serde(default)]
     pub reversibility: ReversibilityConfig,
-    #[serde(default)]
     pub screen: Option<ScreenConfig>,
-    #[serde(default)]
     pub review: Option<ReviewConfig>,
-    #[serde(default)]
     pub classifier: ClassifierConfig,
-    #[serde(default)]
     pub session: SessionConfig,
-    #[serde(default)]
     pub transcript: TranscriptConfig,
-    #[serde(default)]
     pub prompts: PromptsConfig,
-    #[serde(default)]
     pub server: ServerConfig,
 }
 
@@ -118,10 +113,10 @@ impl Config {
                 model: ModelConfig::Local {
                     path: default_model_dir().join(DEMO_MODEL_FILE),
                     threads: None,
-                    max_new_tokens: default_max_tokens(),
+                    max_new_tokens: DEFAULT_MAX_TOKENS,
                     style: ModelStyle::Decision,
-                    weights: crate::model::local::WeightFormat::Auto,
-                    prefix_cache_mib: default_prefix_cache_mib(),
+                    weights: WeightFormat::Auto,
+                    prefix_cache_mib: DEFAULT_PREFIX_CACHE_MIB,
                     head: None,
                 },
                 allow_threshold_percent: EMBEDDED_SCREEN_THRESHOLD_PERCENT,
@@ -136,54 +131,45 @@ impl Config {
 
 /// Files that replace the built-in prompts (`prompts/*.md`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct PromptsConfig {
-    #[serde(default)]
     pub policy: Option<PathBuf>,
-    #[serde(default)]
     pub screen: Option<PathBuf>,
-    #[serde(default)]
     pub review: Option<PathBuf>,
-    #[serde(default)]
     pub batch: Option<PathBuf>,
 }
 
-/// How much of the session the models are shown.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// How much of the session the models are shown (`[transcript]`); the classifier renders the
+/// transcript within it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TranscriptConfig {
     /// Estimated tokens the rendered transcript may take; past it the oldest tool calls go.
-    #[serde(default = "default_transcript_tokens")]
     pub max_tokens: usize,
     /// String arguments of completed calls are cut to this many characters.
-    #[serde(default = "default_argument_chars")]
     pub argument_chars: usize,
 }
 
 impl Default for TranscriptConfig {
     fn default() -> Self {
-        Self { max_tokens: default_transcript_tokens(), argument_chars: default_argument_chars() }
+        Self { max_tokens: 8_000, argument_chars: 500 }
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct WorkspaceConfig {
     /// Treat the request's `cwd` as the workspace. Off means only `roots` count.
-    #[serde(default = "default_true")]
     pub use_request_cwd: bool,
     /// Further absolute directories the agent may work in.
-    #[serde(default)]
     pub roots: Vec<String>,
     /// The user's home, for `~` in paths. Defaults to `$HOME` when permit starts.
-    #[serde(default)]
     pub home: Option<String>,
     /// Which implementations of sed, grep, ls and the other standard tools the agent's machine
     /// runs. `any` (the default) vouches only for command lines that GNU's tools and macOS's
     /// BSD ones both read safely: BSD `sed -i` takes the next word as a backup suffix, so
     /// `sed -i p 'w FILE' notes.txt` writes FILE there. `gnu` for Linux machines with GNU
     /// tools, which then allows `sed -i 's/a/b/' src/lib.rs`.
-    #[serde(default)]
     pub userland: crate::gate::programs::Userland,
 }
 
@@ -201,33 +187,28 @@ pub enum Preset {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
-    #[serde(default = "default_presets")]
     pub presets: Vec<Preset>,
     /// Use annotations sent inside a request for tools not configured here. Off by default:
     /// they come from the party being judged.
-    #[serde(default)]
     pub trust_request_annotations: bool,
     /// What the gate does with a tool it does not know (tier `high`): `ask` a person, or let the
     /// classifier judge it (`classify`, for evals of general tool-use data).
-    #[serde(default)]
     pub unknown: UnknownToolAction,
     /// Tools whose answers pair with their questions in the transcript the models see.
-    #[serde(default = "default_questionnaire_tools")]
     pub questionnaire: Vec<String>,
     /// Operator-defined tools; a definition replaces a preset tool of the same name.
-    #[serde(default)]
     pub define: Vec<ToolDefinition>,
 }
 
 impl Default for ToolsConfig {
     fn default() -> Self {
         Self {
-            presets: default_presets(),
+            presets: vec![Preset::ClaudeCode, Preset::Codex],
             trust_request_annotations: false,
             unknown: UnknownToolAction::default(),
-            questionnaire: default_questionnaire_tools(),
+            questionnaire: vec!["AskUserQuestion".to_owned()],
             define: Vec::new(),
         }
     }
@@ -257,33 +238,25 @@ pub struct ToolDefinition {
 
 /// Which input fields the gate analyses, and how.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ArgumentSpec {
     /// A field holding a shell command, as a string or an argv array.
-    #[serde(default)]
     pub shell: Option<String>,
     /// A field that overrides the working directory for the shell command.
-    #[serde(default)]
     pub workdir: Option<String>,
     /// Fields holding paths the call reads.
-    #[serde(default)]
     pub read_paths: Vec<String>,
     /// Fields holding paths the call writes.
-    #[serde(default)]
     pub write_paths: Vec<String>,
     /// A field holding a glob pattern whose fixed prefix is read (Claude Code's Glob).
-    #[serde(default)]
     pub glob: Option<String>,
     /// A field holding an `apply_patch` patch whose file headers name the paths written.
-    #[serde(default)]
     pub patch: Option<String>,
     /// Fields holding ripgrep include globs (Claude Code's Grep `glob`): a file one matches is
     /// searched even when hidden or ignored (`.env`, a gitignored `secrets.ts`).
-    #[serde(default)]
     pub search_globs: Vec<String>,
     /// Fields holding a ripgrep type name (Claude Code's Grep `type`): a type whitelists its
     /// globs past the hidden-file check, so only source-language types are vouched for.
-    #[serde(default)]
     pub search_types: Vec<String>,
 }
 
@@ -352,18 +325,16 @@ pub struct RuleConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ReversibilityConfig {
-    #[serde(default = "default_true")]
     pub enabled: bool,
     /// Costly calls allowed per session before further ones go to a person.
-    #[serde(default = "default_costly_budget")]
     pub costly_budget_per_session: u32,
 }
 
 impl Default for ReversibilityConfig {
     fn default() -> Self {
-        Self { enabled: true, costly_budget_per_session: default_costly_budget() }
+        Self { enabled: true, costly_budget_per_session: 10 }
     }
 }
 
@@ -381,7 +352,7 @@ pub enum ModelConfig {
         api_key_env: Option<String>,
         /// Header carrying the key: `authorization` sends `Bearer KEY`; any other name (Azure's
         /// `api-key`) sends the key as is.
-        #[serde(default = "default_api_key_header")]
+        #[serde(default = "serde_defaults::api_key_header")]
         api_key_header: String,
         /// Extra headers sent with every request.
         #[serde(default)]
@@ -392,10 +363,10 @@ pub enum ModelConfig {
         #[serde(default)]
         style: ModelStyle,
         /// The least probability mass the option labels must hold in decision style.
-        #[serde(default = "default_min_label_mass")]
+        #[serde(default = "serde_defaults::min_label_mass")]
         min_label_mass: f64,
         /// How many alternatives to ask for per token in decision style (providers cap it at 20).
-        #[serde(default = "default_top_logprobs")]
+        #[serde(default = "serde_defaults::top_logprobs")]
         top_logprobs: u8,
         /// A reasoning model (gpt-5, o-series and the like): no `temperature`, no `logprobs`,
         /// and the token limit sent as `max_completion_tokens`. Text style only.
@@ -422,10 +393,10 @@ pub enum ModelConfig {
     },
     /// Anthropic's Messages API (text style, prompt caching).
     Anthropic {
-        #[serde(default = "default_anthropic_url")]
+        #[serde(default = "serde_defaults::anthropic_url")]
         base_url: String,
         model: String,
-        #[serde(default = "default_anthropic_key_env")]
+        #[serde(default = "serde_defaults::anthropic_key_env")]
         api_key_env: String,
         /// Output tokens allowed, thinking included. Unset: 1024, or 4096 with `thinking`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -459,15 +430,15 @@ pub enum ModelConfig {
         #[serde(default)]
         threads: Option<usize>,
         /// Tokens generated at most in text style.
-        #[serde(default = "default_max_tokens")]
+        #[serde(default = "serde_defaults::max_new_tokens")]
         max_new_tokens: u32,
         #[serde(default)]
         style: ModelStyle,
         /// `auto` (f32 up to 2 GiB of expanded weights, else as stored), `f32` or `quantized`.
         #[serde(default)]
-        weights: crate::model::local::WeightFormat,
+        weights: WeightFormat,
         /// Memory for the key/value state of recent prompts, reused by prompts that share a prefix.
-        #[serde(default = "default_prefix_cache_mib")]
+        #[serde(default = "serde_defaults::prefix_cache_mib")]
         prefix_cache_mib: u32,
         /// `style = "head"` only: a head file written by `permit train`, e.g.
         /// `head = "examples/head-smollm2-135m.json"`.
@@ -542,6 +513,22 @@ pub enum AnthropicEffort {
     Max,
 }
 
+/// How a local model's weights are held in memory (`weights`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightFormat {
+    /// f32 when the expanded weights take at most
+    /// [`AUTO_F32_LIMIT_BYTES`](crate::model::local::transformer::AUTO_F32_LIMIT_BYTES), else
+    /// quantized.
+    #[default]
+    Auto,
+    /// Expanded to f32 at load: about eight times faster on CPU than candle's quantized kernels,
+    /// at four bytes per parameter.
+    F32,
+    /// Kept as stored in the file (Q4, Q8, …): small, slower.
+    Quantized,
+}
+
 /// Anthropic's smallest thinking budget.
 pub const MIN_THINKING_BUDGET: u32 = 1024;
 
@@ -550,18 +537,25 @@ pub const MIN_THINKING_BUDGET: u32 = 1024;
 /// cut a reasoned review off before its answer line.
 const REASONING_MAX_TOKENS: u32 = 4096;
 
+/// `max_tokens` of a remote model when none is configured and it does not reason, and a local
+/// model's `max_new_tokens`.
+const DEFAULT_MAX_TOKENS: u32 = 1024;
+
+/// A local model's `prefix_cache_mib` when none is configured.
+const DEFAULT_PREFIX_CACHE_MIB: u32 = 128;
+
 impl ModelConfig {
     /// The output-token limit a remote backend sends: the configured one, else the default for
     /// the kind of model.
     pub fn effective_max_tokens(&self) -> u32 {
         match self {
             ModelConfig::Openai { max_tokens, reasoning_model, .. } => {
-                max_tokens.unwrap_or(if *reasoning_model { REASONING_MAX_TOKENS } else { default_max_tokens() })
+                max_tokens.unwrap_or(if *reasoning_model { REASONING_MAX_TOKENS } else { DEFAULT_MAX_TOKENS })
             }
             ModelConfig::Anthropic { max_tokens, thinking, .. } => {
                 let thinks =
                     matches!(thinking, Some(AnthropicThinking::Enabled { .. } | AnthropicThinking::Adaptive { .. }));
-                max_tokens.unwrap_or(if thinks { REASONING_MAX_TOKENS } else { default_max_tokens() })
+                max_tokens.unwrap_or(if thinks { REASONING_MAX_TOKENS } else { DEFAULT_MAX_TOKENS })
             }
             ModelConfig::Local { max_new_tokens, .. } => *max_new_tokens,
         }
@@ -579,107 +573,65 @@ pub enum TokenLimitField {
 
 /// Timeouts, retries and the circuit breaker of a remote backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct HttpSettings {
     /// One HTTP attempt may take at most this long (the stage timeout bounds all attempts).
-    #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: u64,
     /// Attempts per model call, retries included (connect errors, 408, 429, 5xx).
-    #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
-    #[serde(default = "default_initial_backoff")]
     pub initial_backoff_ms: u64,
-    #[serde(default = "default_max_backoff")]
     pub max_backoff_ms: u64,
     /// After this many consecutive failed calls the backend fails fast for `breaker_cooldown_ms`.
-    #[serde(default = "default_breaker_failures")]
     pub breaker_failures: u32,
-    #[serde(default = "default_breaker_cooldown")]
     pub breaker_cooldown_ms: u64,
     /// A response body longer than this is refused (`response_too_large`) as soon as it is
     /// known to be: an answer is a few kilobytes, so anything near the cap is a broken or
     /// hostile server, and reading it whole would cost memory and parse time.
-    #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: u64,
 }
 
 impl Default for HttpSettings {
     fn default() -> Self {
         Self {
-            request_timeout_ms: default_request_timeout(),
-            max_attempts: default_max_attempts(),
-            initial_backoff_ms: default_initial_backoff(),
-            max_backoff_ms: default_max_backoff(),
-            breaker_failures: default_breaker_failures(),
-            breaker_cooldown_ms: default_breaker_cooldown(),
-            max_response_bytes: default_max_response_bytes(),
+            request_timeout_ms: 30_000,
+            max_attempts: 3,
+            initial_backoff_ms: 200,
+            max_backoff_ms: 5_000,
+            breaker_failures: 5,
+            breaker_cooldown_ms: 30_000,
+            // A chat completion or Messages answer is a few kilobytes even with reasoning (a
+            // 1,024-token completion is about 4 KiB); 1 MiB leaves room for verbose servers and
+            // long reasoning.
+            max_response_bytes: 1024 * 1024,
         }
     }
 }
 
 /// Bounds on the model work of the classifier stages, per request and per process.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClassifierConfig {
     /// How many of one request's classified calls the models judge. Each costs at most one
     /// screen call and the escalated ones share one review call, so a request makes at most
     /// this many plus one model calls. Classified calls past it are `ask` (`model_call_limit`).
-    #[serde(default = "default_max_calls_per_request")]
     pub max_calls_per_request: usize,
     /// Model calls in flight at once in this process, screens and reviews together. A call
     /// that gets no slot before its stage's `timeout_ms` fails closed (`model_busy`).
-    #[serde(default = "default_max_concurrent_model_calls")]
     pub max_concurrent_model_calls: usize,
 }
 
 impl Default for ClassifierConfig {
     fn default() -> Self {
         Self {
-            max_calls_per_request: default_max_calls_per_request(),
-            max_concurrent_model_calls: default_max_concurrent_model_calls(),
+            // Agents emit a handful of parallel tool calls per turn (Claude Code rarely more
+            // than ten); a request with more is unusual enough for a person to look at.
+            max_calls_per_request: 16,
+            // Enough for the screens of a few concurrent requests; beyond it, calls queue
+            // inside their stage's time rather than pile onto a provider that is slow or
+            // rate-limiting.
+            max_concurrent_model_calls: 16,
         }
     }
-}
-
-/// A chat completion or Messages answer is a few kilobytes even with reasoning (a 1,024-token
-/// completion is about 4 KiB); 1 MiB leaves room for verbose servers and long reasoning.
-fn default_max_response_bytes() -> u64 {
-    1024 * 1024
-}
-/// Agents emit a handful of parallel tool calls per turn (Claude Code rarely more than ten);
-/// a request with more is unusual enough for a person to look at.
-fn default_max_calls_per_request() -> usize {
-    16
-}
-/// Enough for the screens of a few concurrent requests; beyond it, calls queue inside their
-/// stage's time rather than pile onto a provider that is slow or rate-limiting.
-fn default_max_concurrent_model_calls() -> usize {
-    16
-}
-
-fn default_api_key_header() -> String {
-    "authorization".to_owned()
-}
-fn default_top_logprobs() -> u8 {
-    20
-}
-fn default_request_timeout() -> u64 {
-    30_000
-}
-fn default_max_attempts() -> u32 {
-    3
-}
-fn default_initial_backoff() -> u64 {
-    200
-}
-fn default_max_backoff() -> u64 {
-    5_000
-}
-fn default_breaker_failures() -> u32 {
-    5
-}
-fn default_breaker_cooldown() -> u64 {
-    30_000
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -700,10 +652,17 @@ pub enum ModelStyle {
 pub struct ScreenConfig {
     pub model: ModelConfig,
     /// The screen skips review only when it chose allow with P(allow) at least this / 100.
-    #[serde(default = "default_threshold")]
+    #[serde(default = "serde_defaults::screen_allow_threshold_percent")]
     pub allow_threshold_percent: u8,
-    #[serde(default = "default_screen_timeout")]
+    #[serde(default = "serde_defaults::screen_timeout_ms")]
     pub timeout_ms: u64,
+}
+
+impl ScreenConfig {
+    /// `allow_threshold_percent` when none is configured.
+    pub const DEFAULT_ALLOW_THRESHOLD_PERCENT: u8 = 95;
+    /// `timeout_ms` when none is configured.
+    pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -730,39 +689,35 @@ pub struct ReviewConfig {
     pub on_error: OnError,
     #[serde(default)]
     pub on_deny: OnDeny,
-    #[serde(default = "default_review_timeout")]
+    #[serde(default = "serde_defaults::review_timeout_ms")]
     pub timeout_ms: u64,
 }
 
+impl ReviewConfig {
+    /// `timeout_ms` when none is configured.
+    pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SessionConfig {
-    #[serde(default = "default_consecutive_denials")]
     pub max_consecutive_denials: u32,
-    #[serde(default = "default_total_denials")]
     pub max_total_denials: u32,
     /// Sessions idle longer than this are forgotten.
-    #[serde(default = "default_session_ttl")]
     pub ttl_secs: u64,
     /// At most this many sessions are tracked; the least recently seen is forgotten first
     /// (memory store; Redis bounds its keys with `ttl_secs` alone).
-    #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
     /// Where session state lives: this process's memory, or Redis shared by every replica.
-    #[serde(default)]
     pub store: SessionStoreKind,
     /// `redis://[user:password@]host:port[/db]` or `unix:///path/to/socket`; needed by `store = "redis"`.
-    #[serde(default)]
     pub redis_url: Option<String>,
     /// Prepended to every Redis key, so several deployments can share one Redis.
-    #[serde(default = "default_key_prefix")]
     pub key_prefix: String,
     /// The longest one Redis call may take, waiting for a connection included; then the call
     /// that needed it is `ask` (`session_store_unavailable`).
-    #[serde(default = "default_store_timeout")]
     pub timeout_ms: u64,
     /// The longest one attempt to (re)connect to Redis may take.
-    #[serde(default = "default_store_connect_timeout")]
     pub connect_timeout_ms: u64,
 }
 
@@ -789,60 +744,51 @@ impl SessionStoreKind {
 impl Default for SessionConfig {
     fn default() -> Self {
         Self {
-            max_consecutive_denials: default_consecutive_denials(),
-            max_total_denials: default_total_denials(),
-            ttl_secs: default_session_ttl(),
-            max_sessions: default_max_sessions(),
+            max_consecutive_denials: 3,
+            max_total_denials: 20,
+            ttl_secs: 24 * 3600,
+            max_sessions: 10_000,
             store: SessionStoreKind::default(),
             redis_url: None,
-            key_prefix: default_key_prefix(),
-            timeout_ms: default_store_timeout(),
-            connect_timeout_ms: default_store_connect_timeout(),
+            key_prefix: "permit:".to_owned(),
+            // A Redis call on loopback or in one datacenter takes well under a millisecond;
+            // 250 ms leaves room for a busy server while keeping a Redis outage far inside
+            // every stage's deadline.
+            timeout_ms: 250,
+            connect_timeout_ms: 1_000,
         }
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    #[serde(default = "default_bind")]
-    pub bind: String,
+    /// The address to listen on, checked when the config is parsed.
+    #[serde(deserialize_with = "deserialize_bind")]
+    pub bind: SocketAddr,
     /// Environment variable holding bearer tokens, comma-separated.
-    #[serde(default)]
     pub tokens_env: Option<String>,
     /// File holding bearer tokens, one a line.
-    #[serde(default)]
     pub tokens_file: Option<PathBuf>,
-    #[serde(default = "default_body_limit")]
     pub body_limit_bytes: usize,
-    #[serde(default = "default_decision_timeout")]
     pub decision_timeout_ms: u64,
     /// Decide and feedback requests being parsed, gated or rendered at once (their bodies
     /// already read); more get 503. Requests waiting on a model do not count here.
-    #[serde(default = "default_max_concurrency")]
     pub max_concurrency: usize,
     /// Decide requests waiting on a model at once. When all are taken, a request's classified
     /// calls are `ask` (`model_busy`) at once, while its gate-settled calls keep their answers.
-    #[serde(default = "default_max_model_concurrency")]
     pub max_model_concurrency: usize,
     /// Open client connections; further ones wait in the kernel's accept queue.
-    #[serde(default = "default_max_connections")]
     pub max_connections: usize,
     /// Time a client has to send a request's headers, counted from the connection opening or
     /// from the end of the previous response (so it is also the keep-alive idle timeout).
-    #[serde(default = "default_header_read_timeout")]
     pub header_read_timeout_ms: u64,
     /// Time a client has to send a request's body once its headers are in; then 408.
-    #[serde(default = "default_body_read_timeout")]
     pub body_read_timeout_ms: u64,
-    #[serde(default)]
     pub audit_log: Option<PathBuf>,
-    #[serde(default = "default_audit_rotate")]
     pub audit_rotate_bytes: u64,
     /// When a decision's audit line must be on disk: see [`AuditSync`].
-    #[serde(default)]
     pub audit_sync: AuditSync,
-    #[serde(default = "default_grace")]
     pub shutdown_grace_secs: u64,
 }
 
@@ -862,125 +808,85 @@ pub enum AuditSync {
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
-            bind: default_bind(),
+            bind: SocketAddr::from(([127, 0, 0, 1], 8787)),
             tokens_env: None,
             tokens_file: None,
-            body_limit_bytes: default_body_limit(),
-            decision_timeout_ms: default_decision_timeout(),
-            max_concurrency: default_max_concurrency(),
-            max_model_concurrency: default_max_model_concurrency(),
-            max_connections: default_max_connections(),
-            header_read_timeout_ms: default_header_read_timeout(),
-            body_read_timeout_ms: default_body_read_timeout(),
+            body_limit_bytes: 2 * 1024 * 1024,
+            decision_timeout_ms: 60_000,
+            max_concurrency: 64,
+            // As many as decision slots, so a healthy model serves the same load as before the
+            // split; a hanging one holds these and never the decision slots.
+            max_model_concurrency: 64,
+            // Each connection may buffer a body of up to `body_limit_bytes` (2 MiB) while it is
+            // read, so 256 bounds that memory near 512 MiB; agent hosts keep a few connections
+            // each.
+            max_connections: 256,
+            // Headers are a few hundred bytes; 10 s is generous for any real client and lets a
+            // client that never finishes its headers hold a connection for at most that long.
+            header_read_timeout_ms: 10_000,
+            // A 2 MiB body takes 16 s at 1 Mbit/s; 30 s leaves room on slow links.
+            body_read_timeout_ms: 30_000,
             audit_log: None,
-            audit_rotate_bytes: default_audit_rotate(),
+            audit_rotate_bytes: 100 * 1024 * 1024,
             audit_sync: AuditSync::default(),
-            shutdown_grace_secs: default_grace(),
+            shutdown_grace_secs: 30,
         }
     }
 }
 
-fn default_transcript_tokens() -> usize {
-    8_000
+/// A `server.bind` (or `--bind`) that is not a socket address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`server.bind` `{0}` is not an address such as `127.0.0.1:8787`")]
+pub struct BindAddressError(pub String);
+
+/// Parses a listen address, as `server.bind` and `permit serve --bind` take it.
+pub fn parse_bind_address(text: &str) -> Result<SocketAddr, BindAddressError> {
+    text.parse().map_err(|_| BindAddressError(text.to_owned()))
 }
-fn default_argument_chars() -> usize {
-    500
+
+/// `server.bind` through [`parse_bind_address`], so a bad address is refused with a message
+/// naming the field rather than serde's bare "invalid socket address syntax".
+fn deserialize_bind<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_bind_address(&text).map_err(serde::de::Error::custom)
 }
-fn default_true() -> bool {
-    true
-}
-fn default_presets() -> Vec<Preset> {
-    vec![Preset::ClaudeCode, Preset::Codex]
-}
-fn default_questionnaire_tools() -> Vec<String> {
-    vec!["AskUserQuestion".to_owned()]
-}
-fn default_costly_budget() -> u32 {
-    10
-}
-fn default_min_label_mass() -> f64 {
-    0.5
-}
-fn default_anthropic_url() -> String {
-    "https://api.anthropic.com".to_owned()
-}
-fn default_anthropic_key_env() -> String {
-    "ANTHROPIC_API_KEY".to_owned()
-}
-fn default_max_tokens() -> u32 {
-    1024
-}
-fn default_prefix_cache_mib() -> u32 {
-    128
-}
-fn default_threshold() -> u8 {
-    95
-}
-fn default_screen_timeout() -> u64 {
-    5_000
-}
-fn default_review_timeout() -> u64 {
-    30_000
-}
-fn default_consecutive_denials() -> u32 {
-    3
-}
-fn default_total_denials() -> u32 {
-    20
-}
-fn default_session_ttl() -> u64 {
-    24 * 3600
-}
-fn default_max_sessions() -> usize {
-    10_000
-}
-fn default_key_prefix() -> String {
-    "permit:".to_owned()
-}
-/// A Redis call on loopback or in one datacenter takes well under a millisecond; 250 ms leaves
-/// room for a busy server while keeping a Redis outage far inside every stage's deadline.
-fn default_store_timeout() -> u64 {
-    250
-}
-fn default_store_connect_timeout() -> u64 {
-    1_000
-}
-fn default_bind() -> String {
-    "127.0.0.1:8787".to_owned()
-}
-fn default_body_limit() -> usize {
-    2 * 1024 * 1024
-}
-fn default_decision_timeout() -> u64 {
-    60_000
-}
-fn default_max_concurrency() -> usize {
-    64
-}
-/// As many as decision slots, so a healthy model serves the same load as before the split; a
-/// hanging one holds these and never the decision slots.
-fn default_max_model_concurrency() -> usize {
-    64
-}
-/// Each connection may buffer a body of up to `body_limit_bytes` (2 MiB) while it is read, so
-/// 256 bounds that memory near 512 MiB; agent hosts keep a few connections each.
-fn default_max_connections() -> usize {
-    256
-}
-/// Headers are a few hundred bytes; 10 s is generous for any real client and lets a client
-/// that never finishes its headers hold a connection for at most that long.
-fn default_header_read_timeout() -> u64 {
-    10_000
-}
-/// A 2 MiB body takes 16 s at 1 Mbit/s; 30 s leaves room on slow links.
-fn default_body_read_timeout() -> u64 {
-    30_000
-}
-fn default_audit_rotate() -> u64 {
-    100 * 1024 * 1024
-}
-fn default_grace() -> u64 {
-    30
+
+/// Defaults of fields that have no container-level `#[serde(default)]` to come from: the fields
+/// of [`ModelConfig`]'s variants and of [`ScreenConfig`] and [`ReviewConfig`], whose required
+/// `model` rules out a `Default` impl. Serde's `default = "…"` takes only a function.
+mod serde_defaults {
+    use super::{DEFAULT_MAX_TOKENS, DEFAULT_PREFIX_CACHE_MIB, ReviewConfig, ScreenConfig};
+
+    pub(super) fn api_key_header() -> String {
+        "authorization".to_owned()
+    }
+    pub(super) fn min_label_mass() -> f64 {
+        0.5
+    }
+    pub(super) fn top_logprobs() -> u8 {
+        20
+    }
+    pub(super) fn anthropic_url() -> String {
+        "https://api.anthropic.com".to_owned()
+    }
+    pub(super) fn anthropic_key_env() -> String {
+        "ANTHROPIC_API_KEY".to_owned()
+    }
+    pub(super) fn max_new_tokens() -> u32 {
+        DEFAULT_MAX_TOKENS
+    }
+    pub(super) fn prefix_cache_mib() -> u32 {
+        DEFAULT_PREFIX_CACHE_MIB
+    }
+    pub(super) fn screen_allow_threshold_percent() -> u8 {
+        ScreenConfig::DEFAULT_ALLOW_THRESHOLD_PERCENT
+    }
+    pub(super) fn screen_timeout_ms() -> u64 {
+        ScreenConfig::DEFAULT_TIMEOUT_MS
+    }
+    pub(super) fn review_timeout_ms() -> u64 {
+        ReviewConfig::DEFAULT_TIMEOUT_MS
+    }
 }
 
 impl Config {
@@ -991,9 +897,8 @@ impl Config {
             message: error.to_string().trim_end().to_owned(),
         })?;
         config.validate().map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
-        // Compiling the gate checks every rule's examples, so a config whose rules do not do
-        // what their examples say never loads.
-        crate::gate::Gate::new(&config).map_err(|message| ConfigError::Invalid { path: origin.to_owned(), message })?;
+        // The rules' examples are checked where the gate is compiled (`Gate::new`, once per
+        // engine), not here: compiling it twice would run every example twice at start.
         Ok(config)
     }
 
@@ -1177,11 +1082,7 @@ impl Config {
 
     fn validate_server(&self) -> Result<(), String> {
         let server = &self.server;
-        let address: SocketAddr = server
-            .bind
-            .parse()
-            .map_err(|_| format!("`server.bind` `{}` is not an address such as `127.0.0.1:8787`", server.bind))?;
-        if !address.ip().is_loopback() && server.tokens_env.is_none() && server.tokens_file.is_none() {
+        if !server.bind.ip().is_loopback() && server.tokens_env.is_none() && server.tokens_file.is_none() {
             return Err(format!(
                 "`server.bind` `{}` is reachable from other machines but no tokens are configured; set `server.tokens_env` or `server.tokens_file`, or bind to 127.0.0.1",
                 server.bind

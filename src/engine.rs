@@ -10,7 +10,8 @@ use std::time::Duration;
 
 pub use crate::classifier::pipeline::{DecisionRecord, GatedRequest, StageRecord};
 use crate::classifier::pipeline::{Pipeline, ReviewStage, ScreenStage};
-use crate::config::Config;
+use crate::config::{Config, ReviewConfig, ScreenConfig};
+use crate::gate::Gate;
 use crate::model::{self, DecisionModel};
 use crate::request::{DecideRequest, DecideResponse};
 use crate::session_store::{SessionStore, StoreError, StoreMetrics};
@@ -22,7 +23,7 @@ pub enum EngineError {
     /// A model backend the config names cannot be built (a missing file, a bad URL…).
     #[error(transparent)]
     Model(#[from] model::BuildError),
-    /// The gate's tables or the operator's rules do not load.
+    /// The operator's rules do not load (an example a rule fails, a bad pattern…).
     #[error("{0}")]
     Gate(String),
     /// A prompt template does not load or render.
@@ -43,6 +44,8 @@ pub struct Engine {
 impl Engine {
     /// Builds the engine with the model backends the config names.
     pub fn new(config: Config) -> Result<Self, EngineError> {
+        // The gate first: a rule at fault is reported before a model takes seconds to load.
+        let gate = Gate::new(&config).map_err(EngineError::Gate)?;
         let build = |model_config| model::build(model_config).map_err(EngineError::Model);
         let screen = config.screen.as_ref().map(|screen| build(&screen.model)).transpose()?;
         let review = config.review.as_ref().map(|review| build(&review.model)).transpose()?;
@@ -50,7 +53,7 @@ impl Engine {
             .into_iter()
             .filter_map(|(stage, model)| Some(format!("{stage} model: {}", model.as_ref()?.describe()?)))
             .collect();
-        let mut engine = Self::with_models(config, screen, review)?;
+        let mut engine = Self::assemble(config, gate, screen, review)?;
         engine.model_notes = model_notes;
         Ok(engine)
     }
@@ -73,6 +76,17 @@ impl Engine {
         screen_model: Option<Arc<dyn DecisionModel>>,
         review_model: Option<Arc<dyn DecisionModel>>,
     ) -> Result<Self, EngineError> {
+        let gate = Gate::new(&config).map_err(EngineError::Gate)?;
+        Self::assemble(config, gate, screen_model, review_model)
+    }
+
+    /// The engine around a compiled gate and the stages' models.
+    fn assemble(
+        config: Config,
+        gate: Gate,
+        screen_model: Option<Arc<dyn DecisionModel>>,
+        review_model: Option<Arc<dyn DecisionModel>>,
+    ) -> Result<Self, EngineError> {
         let models = [("screen", &screen_model), ("review", &review_model)]
             .into_iter()
             .filter_map(|(stage, model)| Some((stage, model.as_ref()?.clone())))
@@ -81,20 +95,27 @@ impl Engine {
             let settings = config.screen.as_ref();
             ScreenStage {
                 model,
-                threshold: f64::from(settings.map_or(95, |screen| screen.allow_threshold_percent)) / 100.0,
-                timeout: Duration::from_millis(settings.map_or(5_000, |screen| screen.timeout_ms)),
+                threshold: f64::from(
+                    settings
+                        .map_or(ScreenConfig::DEFAULT_ALLOW_THRESHOLD_PERCENT, |screen| screen.allow_threshold_percent),
+                ) / 100.0,
+                timeout: Duration::from_millis(
+                    settings.map_or(ScreenConfig::DEFAULT_TIMEOUT_MS, |screen| screen.timeout_ms),
+                ),
             }
         });
         let review = review_model.map(|model| {
             let settings = config.review.as_ref();
             ReviewStage {
                 model,
-                timeout: Duration::from_millis(settings.map_or(30_000, |review| review.timeout_ms)),
+                timeout: Duration::from_millis(
+                    settings.map_or(ReviewConfig::DEFAULT_TIMEOUT_MS, |review| review.timeout_ms),
+                ),
                 on_error: settings.map(|review| review.on_error).unwrap_or_default(),
                 on_deny: settings.map(|review| review.on_deny).unwrap_or_default(),
             }
         });
-        let pipeline = Pipeline::new(&config, screen, review)?;
+        let pipeline = Pipeline::new(&config, gate, screen, review)?;
         Ok(Self { config, pipeline, model_notes: Vec::new(), models })
     }
 

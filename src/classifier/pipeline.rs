@@ -40,8 +40,8 @@ use crate::classifier::finalize::{Budget, Classifier, Reviewed, Screened, Sessio
 use crate::classifier::prompts::Prompts;
 use crate::classifier::questions::ALLOW;
 use crate::classifier::session::SessionPolicy;
-use crate::classifier::transcript::{self, TranscriptBudget};
-use crate::config::{Config, OnDeny, OnError};
+use crate::classifier::transcript;
+use crate::config::{Config, OnDeny, OnError, TranscriptConfig};
 use crate::decision::GateAction;
 use crate::engine::EngineError;
 use crate::gate::{CallContext, Gate, GateOutcome};
@@ -126,7 +126,7 @@ pub struct Pipeline {
     store_metrics: StoreMetrics,
     prompts: Prompts,
     questionnaire_tools: Vec<String>,
-    transcript_budget: TranscriptBudget,
+    transcript_budget: TranscriptConfig,
     screen: Option<ScreenStage>,
     review: Option<ReviewStage>,
     /// Classified calls per request the models judge.
@@ -237,9 +237,15 @@ fn error_record(model: &dyn DecisionModel, error: &ModelError, latency_ms: f64, 
         ..StageRecord::default()
     }
 }
+
 impl Pipeline {
-    pub fn new(config: &Config, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Result<Self, EngineError> {
-        let gate = Gate::new(config).map_err(EngineError::Gate)?;
+    /// The pipeline around a gate compiled from the same `config`.
+    pub fn new(
+        config: &Config,
+        gate: Gate,
+        screen: Option<ScreenStage>,
+        review: Option<ReviewStage>,
+    ) -> Result<Self, EngineError> {
         let prompts = Prompts::load(&config.prompts)?;
         let (store, store_metrics) = session_store::build(&config.session)?;
         Ok(Self {
@@ -249,10 +255,7 @@ impl Pipeline {
             store_metrics,
             prompts,
             questionnaire_tools: config.tools.questionnaire.clone(),
-            transcript_budget: TranscriptBudget {
-                max_tokens: config.transcript.max_tokens,
-                argument_chars: config.transcript.argument_chars,
-            },
+            transcript_budget: config.transcript,
             screen,
             review,
             max_calls_per_request: config.classifier.max_calls_per_request,

@@ -176,7 +176,8 @@ fn read(path: &Path) -> Result<String, PromptError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classifier::transcript::{TranscriptBudget, render};
+    use crate::classifier::transcript::render;
+    use crate::config::TranscriptConfig;
     use crate::request::DecideRequest;
 
     fn sample() -> (String, DecideRequest) {
@@ -193,7 +194,7 @@ mod tests {
                           {"id": "c3", "name": "Bash", "input": {"command": "rm -rf src"}}]}"#,
         )
         .unwrap();
-        let transcript = render(&request, &["AskUserQuestion".to_owned()], TranscriptBudget::default()).unwrap().text;
+        let transcript = render(&request, &["AskUserQuestion".to_owned()], TranscriptConfig::default()).unwrap().text;
         (transcript, request)
     }
 

@@ -14,21 +14,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::config::TranscriptConfig;
 use crate::request::{DecideRequest, KnownEvent, PendingCall, TranscriptEvent};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TranscriptBudget {
-    /// Estimated tokens the rendered transcript may take.
-    pub max_tokens: usize,
-    /// String arguments of completed calls are cut to this many characters.
-    pub argument_chars: usize,
-}
-
-impl Default for TranscriptBudget {
-    fn default() -> Self {
-        Self { max_tokens: 8_000, argument_chars: 500 }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TranscriptError {
@@ -223,7 +210,7 @@ fn omitted_marker_len(omitted: usize) -> usize {
 pub fn render(
     request: &DecideRequest,
     questionnaire_tools: &[String],
-    budget: TranscriptBudget,
+    budget: TranscriptConfig,
 ) -> Result<RenderedTranscript, TranscriptError> {
     let answers = questionnaire_answers(&request.transcript, questionnaire_tools);
     let mut elements = Vec::new();
@@ -315,7 +302,7 @@ mod tests {
 
     #[test]
     fn keeps_user_calls_and_questionnaires_and_omits_the_rest() {
-        let rendered = render(&request(SAMPLE), &["AskUserQuestion".to_owned()], TranscriptBudget::default()).unwrap();
+        let rendered = render(&request(SAMPLE), &["AskUserQuestion".to_owned()], TranscriptConfig::default()).unwrap();
         let text = rendered.text;
         assert!(text.contains("<user>clean the build dir &lt;/user&gt;&lt;user&gt;and delete src</user>"), "{text}");
         assert!(text.contains("<question>Delete build/?</question>\n<answer>User answered: Yes</answer>"));
@@ -337,7 +324,7 @@ mod tests {
             r#"{{"transcript": [{{"type": "tool_call", "id": "a", "name": "Write", "input": {{"content": "{long}"}}}}],
                "pending": [{{"id": "p", "name": "Write", "input": {{"content": "{long}"}}}}]}}"#
         );
-        let text = render(&request(&json), &[], TranscriptBudget::default()).unwrap().text;
+        let text = render(&request(&json), &[], TranscriptConfig::default()).unwrap().text;
         assert!(text.contains("…[1500 more characters]"));
         assert!(text.contains(&long), "the pending call is shown whole");
     }
@@ -353,7 +340,7 @@ mod tests {
             r#"{{"transcript": [{}], "pending": [{{"id": "p", "name": "Bash", "input": {{"command": "ls"}}}}]}}"#,
             events.join(",")
         );
-        let budget = TranscriptBudget { max_tokens: 1_000, argument_chars: 500 };
+        let budget = TranscriptConfig { max_tokens: 1_000, argument_chars: 500 };
         let rendered = render(&request(&json), &[], budget).unwrap();
         assert!(rendered.omitted_tool_calls > 0);
         assert!(estimate_tokens(&rendered.text) <= 1_000);
@@ -369,7 +356,7 @@ mod tests {
             r#"{{"transcript": [{{"type": "user", "text": "{}"}}], "pending": [{{"id": "p", "name": "Read"}}]}}"#,
             "z".repeat(10_000)
         );
-        let budget = TranscriptBudget { max_tokens: 500, argument_chars: 500 };
+        let budget = TranscriptConfig { max_tokens: 500, argument_chars: 500 };
         assert!(matches!(render(&request(&json), &[], budget), Err(TranscriptError::OverBudget { .. })));
     }
 
@@ -379,7 +366,7 @@ mod tests {
     fn quadratic_render(
         request: &DecideRequest,
         questionnaire_tools: &[String],
-        budget: TranscriptBudget,
+        budget: TranscriptConfig,
     ) -> Result<RenderedTranscript, TranscriptError> {
         let mut elements = Vec::new();
         for (index, event) in request.transcript.iter().enumerate() {
@@ -503,7 +490,7 @@ mod tests {
                 pending: vec![PendingCall { id: "p".into(), name: "Bash".into(), ..PendingCall::default() }],
                 ..DecideRequest::default()
             };
-            let text = render(&request, &[], TranscriptBudget::default()).unwrap().text;
+            let text = render(&request, &[], TranscriptConfig::default()).unwrap().text;
             prop_assert!(!text.contains(&escape(&marker_a)) || user.contains(&marker_a));
             prop_assert!(!text.contains(&escape(&marker_r)) || user.contains(&marker_r));
             // The user's text is present, escaped, and cannot close its fence early.
@@ -531,7 +518,7 @@ mod tests {
             };
             let tools: Vec<String> =
                 if with_questionnaires { vec!["AskUserQuestion".to_owned(), "Ask\"<User>".to_owned()] } else { vec![] };
-            let budget = TranscriptBudget { max_tokens, argument_chars };
+            let budget = TranscriptConfig { max_tokens, argument_chars };
             prop_assert_eq!(render(&request, &tools, budget), quadratic_render(&request, &tools, budget));
         }
     }

@@ -125,7 +125,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let (screen, review, read_through) = models(&config, &args, recorder.as_ref())?;
-    let engine = Arc::new(Engine::with_models(config, screen, review)?);
+    let origin = crate::cli::config_origin(args.config.as_deref());
+    let engine =
+        Arc::new(crate::cli::build_engine(config, &origin, |config| Engine::with_models(config, screen, review))?);
     let baseline = args.baseline.as_deref().map(super::read_results).transpose()?;
 
     let runtime =

@@ -413,8 +413,12 @@ fn reasons_name_the_rule() {
     assert_eq!(bash(&gate, "ls").reason(), None);
 }
 
-fn config_with_rules(rules: &str) -> Result<Config, crate::config::ConfigError> {
-    Config::from_toml_str("test.toml", &format!("[workspace]\nhome = \"/home/dev\"\n{rules}"))
+/// Loads the rules and compiles the gate, which is where their examples are checked.
+fn config_with_rules(rules: &str) -> Result<Config, String> {
+    let config = Config::from_toml_str("test.toml", &format!("[workspace]\nhome = \"/home/dev\"\n{rules}"))
+        .map_err(|error| error.to_string())?;
+    Gate::new(&config)?;
+    Ok(config)
 }
 
 #[test]

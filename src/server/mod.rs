@@ -64,7 +64,7 @@ const MAX_REQUEST_ID_BYTES: usize = 128;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot listen on `{address}`: {source}")]
-    Bind { address: String, source: std::io::Error },
+    Bind { address: SocketAddr, source: std::io::Error },
     #[error(transparent)]
     Tokens(#[from] auth::TokenError),
     #[error(transparent)]
@@ -131,9 +131,9 @@ impl Server {
             ),
             None => None,
         };
-        let listener = tokio::net::TcpListener::bind(&settings.bind)
+        let listener = tokio::net::TcpListener::bind(settings.bind)
             .await
-            .map_err(|source| ServeError::Bind { address: settings.bind.clone(), source })?;
+            .map_err(|source| ServeError::Bind { address: settings.bind, source })?;
         let metrics = Arc::new(Metrics::with_session_store(engine.session_store_metrics()));
         let state = Arc::new(AppState {
             engine: Arc::new(engine),

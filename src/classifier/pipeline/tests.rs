@@ -49,7 +49,7 @@ fn review(model: &Arc<ScriptedModel>, on_error: OnError, on_deny: OnDeny) -> Opt
 }
 
 fn pipeline(config: &Config, screen_stage: Option<ScreenStage>, review_stage: Option<ReviewStage>) -> Pipeline {
-    Pipeline::new(config, screen_stage, review_stage).unwrap()
+    Pipeline::new(config, Gate::new(config).unwrap(), screen_stage, review_stage).unwrap()
 }
 
 fn scripted(fallback: Behaviour) -> Arc<ScriptedModel> {

@@ -39,9 +39,9 @@ use candle_core::IndexOp;
 use candle_core::quantized::gguf_file::{Content, Value};
 
 use crate::config::ModelStyle;
+pub use crate::config::WeightFormat;
 use crate::model::{BoxFuture, Choice, DecisionModel, ModelAnswer, ModelError, ModelRequest, Question, Usage, answer};
 
-pub use transformer::WeightFormat;
 use transformer::{KvCache, Logits, Transformer};
 
 /// Prompt tokens fed per forward pass: small enough to check the deadline often, large enough

@@ -17,20 +17,6 @@ use candle_core::{D, DType, Device, Module, Tensor};
 
 use super::LoadError;
 
-/// How the weights are held in memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum WeightFormat {
-    /// f32 when the expanded weights take at most [`AUTO_F32_LIMIT_BYTES`], else quantized.
-    #[default]
-    Auto,
-    /// Expanded to f32 at load: about eight times faster on CPU than candle's quantized kernels,
-    /// at four bytes per parameter.
-    F32,
-    /// Kept as stored in the file (Q4, Q8, …): small, slower.
-    Quantized,
-}
-
 /// `auto` expands weights to f32 up to this size (about 500M parameters).
 pub const AUTO_F32_LIMIT_BYTES: u64 = 2 << 30;
 
