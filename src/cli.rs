@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::config::{CONFIG_ENV, Config, ConfigError};
-use crate::engine::{Engine, EngineError};
+use crate::config::{CONFIG_ENV, Config};
+use crate::engine::Engine;
 use crate::request::DecideRequest;
 
 #[derive(Debug, Parser)]
@@ -159,32 +159,10 @@ fn config_path(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
 }
 
-/// How error messages name the config: its path, or the built-in defaults.
-pub(crate) fn config_origin(path: Option<&std::path::Path>) -> String {
-    path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned())
-}
-
 fn load_engine(flag: Option<PathBuf>) -> anyhow::Result<Engine> {
     let path = config_path(flag);
     let config = Config::load(path.as_deref())?;
-    build_engine(config, &config_origin(path.as_deref()), Engine::new)
-}
-
-/// Builds the engine for a config loaded from `origin`; `build` is [`Engine::new`] or
-/// [`Engine::with_models`].
-///
-/// The engine compiles the gate, once, before any model, and compiling it runs every rule's
-/// examples: loading a config does not. A rule at fault is reported as a config error naming
-/// the file, as when loading checked it.
-pub(crate) fn build_engine(
-    config: Config,
-    origin: &str,
-    build: impl FnOnce(Config) -> Result<Engine, EngineError>,
-) -> anyhow::Result<Engine> {
-    build(config).map_err(|error| match error {
-        EngineError::Gate(message) => ConfigError::Invalid { path: origin.to_owned(), message }.into(),
-        other => other.into(),
-    })
+    crate::engine::build_engine(config, &crate::config::config_origin(path.as_deref()), Engine::new)
 }
 
 /// Prints to stdout; a reader that went away (`permit decide | head`) is not an error.
@@ -211,7 +189,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .build()
                 .context("cannot start the async runtime")?;
             runtime.block_on(async {
-                let engine = build_engine(loaded, &config_origin(path.as_deref()), Engine::new)?;
+                let engine =
+                    crate::engine::build_engine(loaded, &crate::config::config_origin(path.as_deref()), Engine::new)?;
                 for note in engine.model_notes() {
                     tracing::info!("{note}");
                 }
@@ -344,8 +323,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::CheckConfig { config } => {
             let path = config_path(config);
             let loaded = Config::load(path.as_deref())?;
-            let source = config_origin(path.as_deref());
-            let engine = build_engine(loaded, &source, Engine::new)?;
+            let source = crate::config::config_origin(path.as_deref());
+            let engine = crate::engine::build_engine(loaded, &source, Engine::new)?;
             let mut summary = engine.config().summary(engine.known_tools());
             for note in engine.model_notes() {
                 summary.push_str(&format!("\n{note}"));

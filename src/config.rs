@@ -89,6 +89,25 @@ pub const EMBEDDED_SCREEN_THRESHOLD_PERCENT: u8 = 99;
 /// The embedded default's screen timeout.
 pub const EMBEDDED_SCREEN_TIMEOUT_MS: u64 = 15_000;
 
+/// Which implementations of the standard tools the agent's machine may run, and so which
+/// readings of a command line must all be safe before the gate vouches for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Userland {
+    /// GNU or BSD (macOS, or macOS with GNU tools from a package manager ahead in `PATH`):
+    /// both readings.
+    #[default]
+    Any,
+    /// GNU coreutils, grep, sed and friends only (Linux distributions other than
+    /// busybox-based ones, such as Alpine).
+    Gnu,
+}
+
+/// How error messages name the config: its path, or the built-in defaults.
+pub(crate) fn config_origin(path: Option<&std::path::Path>) -> String {
+    path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned())
+}
+
 /// Where the demo model lives: `$PERMIT_MODEL_DIR`, else `$XDG_DATA_HOME/permit/models`, else
 /// `~/.local/share/permit/models` (the same order `scripts/fetch-model.sh` uses), else `models`.
 pub fn default_model_dir() -> PathBuf {
@@ -170,7 +189,7 @@ pub struct WorkspaceConfig {
     /// BSD ones both read safely: BSD `sed -i` takes the next word as a backup suffix, so
     /// `sed -i p 'w FILE' notes.txt` writes FILE there. `gnu` for Linux machines with GNU
     /// tools, which then allows `sed -i 's/a/b/' src/lib.rs`.
-    pub userland: crate::gate::programs::Userland,
+    pub userland: Userland,
 }
 
 impl Default for WorkspaceConfig {
@@ -1129,9 +1148,8 @@ impl Config {
             format!(
                 "userland: {}",
                 match self.workspace.userland {
-                    crate::gate::programs::Userland::Any =>
-                        "any (GNU and macOS's BSD tools must both read a command safely)",
-                    crate::gate::programs::Userland::Gnu => "gnu (Linux with GNU tools)",
+                    Userland::Any => "any (GNU and macOS's BSD tools must both read a command safely)",
+                    Userland::Gnu => "gnu (Linux with GNU tools)",
                 }
             ),
             format!(

@@ -8,8 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::classifier::pipeline::{DecisionRecord, GatedRequest, StageRecord};
-use crate::classifier::pipeline::{Pipeline, ReviewStage, ScreenStage};
+pub use crate::classifier::pipeline::GatedRequest;
+use crate::classifier::pipeline::{Parts, Pipeline, ReviewStage, ScreenStage};
+use crate::classifier::prompts::Prompts;
+pub use crate::classifier::record::{DecisionRecord, StageRecord};
 use crate::config::{Config, ReviewConfig, ScreenConfig};
 use crate::gate::Gate;
 use crate::model::{self, DecisionModel};
@@ -87,6 +89,7 @@ impl Engine {
         screen_model: Option<Arc<dyn DecisionModel>>,
         review_model: Option<Arc<dyn DecisionModel>>,
     ) -> Result<Self, EngineError> {
+        let store = crate::session_store::build(&config.session)?;
         let models = [("screen", &screen_model), ("review", &review_model)]
             .into_iter()
             .filter_map(|(stage, model)| Some((stage, model.as_ref()?.clone())))
@@ -115,7 +118,8 @@ impl Engine {
                 on_deny: settings.map(|review| review.on_deny).unwrap_or_default(),
             }
         });
-        let pipeline = Pipeline::new(&config, gate, screen, review)?;
+        let parts = Parts { gate, prompts: Prompts::load(&config.prompts)?, store: store.0, store_metrics: store.1 };
+        let pipeline = Pipeline::new(&config, parts, screen, review);
         Ok(Self { config, pipeline, model_notes: Vec::new(), models })
     }
 
@@ -191,4 +195,19 @@ impl Engine {
     pub fn model_slots_available(&self) -> usize {
         self.pipeline.model_slots_available()
     }
+}
+
+/// Builds the engine for a config loaded from `origin`; `build` is [`Engine::new`] or
+/// [`Engine::with_models`]. The engine compiles the gate once, before any model, and compiling
+/// it runs every rule's examples (loading a config does not): a rule at fault is reported as
+/// the config error it is, naming the file.
+pub(crate) fn build_engine(
+    config: Config,
+    origin: &str,
+    build: impl FnOnce(Config) -> Result<Engine, EngineError>,
+) -> anyhow::Result<Engine> {
+    build(config).map_err(|error| match error {
+        EngineError::Gate(message) => crate::config::ConfigError::Invalid { path: origin.to_owned(), message }.into(),
+        other => other.into(),
+    })
 }

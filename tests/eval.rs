@@ -347,7 +347,7 @@ fn case_line(id: &str, category: &str, calls: Vec<Value>) -> String {
 }
 
 /// Writes `lines` as a results file and builds every report file from it, as `permit eval` does.
-fn report_from(name: &str, lines: &[String], configured: Option<u8>) -> (PathBuf, permit::eval::report::Written) {
+fn report_from(name: &str, lines: &[String], configured: Option<u8>) -> (PathBuf, permit::eval::output::Written) {
     let directory = scratch(name);
     let input = directory.join("input.jsonl");
     std::fs::write(&input, lines.join("\n")).unwrap();
@@ -365,7 +365,7 @@ fn report_from(name: &str, lines: &[String], configured: Option<u8>) -> (PathBuf
         baseline: None,
     };
     let out = directory.join("out");
-    let written = permit::eval::report::write_all(&out, &results, &run).unwrap();
+    let written = permit::eval::output::write_all(&out, &results, &run).unwrap();
     (out, written)
 }
 

@@ -163,7 +163,7 @@ fn the_html_report_renders_in_headless_chromium() {
         configured_threshold: Some(90),
         baseline: None,
     };
-    let written = permit::eval::report::write_all(&directory, &results, &run).unwrap();
+    let written = permit::eval::output::write_all(&directory, &results, &run).unwrap();
     assert_eq!((written.report.overall.false_allow, written.report.overall.false_deny), (1, 1));
     let page = directory.join("report.html");
     let url = format!("file://{}", page.display());

@@ -16,8 +16,8 @@
 //! review chose `allow` on a call a model may allow), and nothing loosens a gate `ask` or
 //! `deny` (a `hard_deny` is a gate `deny`).
 
-use crate::classifier::pipeline::StageRecord;
 use crate::classifier::questions::{ALLOW, agent_reason};
+use crate::classifier::record::StageRecord;
 use crate::config::{OnDeny, OnError};
 use crate::decision::{Decision, GateAction, ReasonCode};
 use crate::gate::GateOutcome;

@@ -7,5 +7,6 @@ pub mod finalize;
 pub(crate) mod pipeline;
 pub mod prompts;
 pub mod questions;
+pub mod record;
 pub mod session;
 pub mod transcript;

@@ -27,27 +27,25 @@
 //! yields `allow`, and each failure carries a reason code saying which it was. Stage timeouts
 //! cancel the model call (its future is dropped).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use serde::Serialize;
 use tokio::sync::Semaphore;
 
 use crate::classifier::budget::CostlyBudget;
 use crate::classifier::finalize::{Budget, Classifier, Reviewed, Screened, SessionUpdate, finalize, session_update};
 use crate::classifier::prompts::Prompts;
 use crate::classifier::questions::ALLOW;
+pub use crate::classifier::record::{DecisionRecord, StageRecord};
 use crate::classifier::session::SessionPolicy;
 use crate::classifier::transcript;
 use crate::config::{Config, OnDeny, OnError, TranscriptConfig};
 use crate::decision::GateAction;
-use crate::engine::EngineError;
 use crate::gate::{CallContext, Gate, GateOutcome};
-use crate::model::{DecisionModel, ModelAnswer, ModelError, ModelRequest, Usage, validate_answer};
-use crate::request::{CallDecision, DecideRequest, PendingCall, Stage};
-use crate::session_store::{self, StoreError, StoreMetrics};
+use crate::model::{DecisionModel, ModelAnswer, ModelError, ModelRequest, validate_answer};
+use crate::request::{DecideRequest, PendingCall, Stage};
+use crate::session_store::{SessionStore, StoreError, StoreMetrics};
 
 pub struct ScreenStage {
     pub model: Arc<dyn DecisionModel>,
@@ -61,62 +59,6 @@ pub struct ReviewStage {
     pub timeout: Duration,
     pub on_error: OnError,
     pub on_deny: OnDeny,
-}
-
-/// What one model stage did for one call, for the audit log and the eval.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct StageRecord {
-    pub model: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub choice: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub probabilities: Option<BTreeMap<String, f64>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p_allow: Option<f64>,
-    /// The model's reasoning: internal only, never shown to the agent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reasoning: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    pub latency_ms: f64,
-    pub usage: Usage,
-    /// Calls answered by the same model request (1 unless batched).
-    pub batch_size: usize,
-}
-
-impl StageRecord {
-    /// This call's share of the stage's token usage. A batched review reports the whole
-    /// batch's tokens on every member, so each member gets `1 / batch_size` of them (whole
-    /// tokens, rounded down); the eval's results and the service's token metrics both use it.
-    pub fn member_usage(&self) -> Usage {
-        let members = self.batch_size.max(1) as u64;
-        let part = |count: Option<u64>| count.map(|count| count / members);
-        Usage {
-            prompt_tokens: part(self.usage.prompt_tokens),
-            completion_tokens: part(self.usage.completion_tokens),
-            cached_tokens: part(self.usage.cached_tokens),
-        }
-    }
-}
-
-/// Everything about one call's decision: what the audit log and the eval need.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DecisionRecord {
-    pub decision: CallDecision,
-    pub gate: GateOutcome,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub screen: Option<StageRecord>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub review: Option<StageRecord>,
-    pub session_locked: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub transcript_error: Option<String>,
-    /// Time the gate took for this call.
-    pub gate_latency_ms: f64,
-    /// Time the whole request took (every call of a request shares it).
-    pub latency_ms: f64,
 }
 
 pub struct Pipeline {
@@ -238,17 +180,20 @@ fn error_record(model: &dyn DecisionModel, error: &ModelError, latency_ms: f64, 
     }
 }
 
+/// What the engine builds from the config for the pipeline: each part may fail to build, so
+/// the engine builds them and reports why; the pipeline itself cannot fail.
+pub struct Parts {
+    pub gate: Gate,
+    pub prompts: Prompts,
+    pub store: Arc<dyn SessionStore>,
+    pub store_metrics: StoreMetrics,
+}
+
 impl Pipeline {
-    /// The pipeline around a gate compiled from the same `config`.
-    pub fn new(
-        config: &Config,
-        gate: Gate,
-        screen: Option<ScreenStage>,
-        review: Option<ReviewStage>,
-    ) -> Result<Self, EngineError> {
-        let prompts = Prompts::load(&config.prompts)?;
-        let (store, store_metrics) = session_store::build(&config.session)?;
-        Ok(Self {
+    /// The pipeline around parts built from the same `config`.
+    pub fn new(config: &Config, parts: Parts, screen: Option<ScreenStage>, review: Option<ReviewStage>) -> Self {
+        let Parts { gate, prompts, store, store_metrics } = parts;
+        Self {
             gate: Arc::new(gate),
             costly_budget: CostlyBudget::new(config.reversibility.costly_budget_per_session, Arc::clone(&store)),
             sessions: SessionPolicy::new(&config.session, store),
@@ -260,7 +205,7 @@ impl Pipeline {
             review,
             max_calls_per_request: config.classifier.max_calls_per_request,
             model_slots: Semaphore::new(config.classifier.max_concurrent_model_calls),
-        })
+        }
     }
 
     /// Model slots free right now, out of `classifier.max_concurrent_model_calls` (for metrics).

@@ -125,9 +125,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let (screen, review, read_through) = models(&config, &args, recorder.as_ref())?;
-    let origin = crate::cli::config_origin(args.config.as_deref());
+    let origin = crate::config::config_origin(args.config.as_deref());
     let engine =
-        Arc::new(crate::cli::build_engine(config, &origin, |config| Engine::with_models(config, screen, review))?);
+        Arc::new(crate::engine::build_engine(config, &origin, |config| Engine::with_models(config, screen, review))?);
     let baseline = args.baseline.as_deref().map(super::read_results).transpose()?;
 
     let runtime =
@@ -152,7 +152,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         configured_threshold,
         baseline: baseline.as_deref(),
     };
-    let super::report::Written { report, comparison, files, .. } = super::report::write_all(&args.out, &results, &run)?;
+    let super::output::Written { report, comparison, files, .. } = super::output::write_all(&args.out, &results, &run)?;
     if let (Some(path), Some(cache)) = (&args.record, &recorder) {
         let cache = cache.lock().map_err(|_| anyhow::anyhow!("the answer cache lock is poisoned"))?;
         cache.save(path)?;

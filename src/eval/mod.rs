@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod html;
+pub mod output;
 pub mod plot;
 pub mod report;
 pub mod train;

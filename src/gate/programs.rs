@@ -81,19 +81,8 @@ pub struct SafeEntry {
     pub gnu_only_matches: &'static [&'static str],
 }
 
-/// Which implementations of the standard tools the agent's machine may run, and so which
-/// readings of a command line must all be safe before the gate vouches for it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Userland {
-    /// GNU or BSD (macOS, or macOS with GNU tools from a package manager ahead in `PATH`):
-    /// both readings.
-    #[default]
-    Any,
-    /// GNU coreutils, grep, sed and friends only (Linux distributions other than
-    /// busybox-based ones, such as Alpine).
-    Gnu,
-}
+// The setting lives with the config (`workspace.userland`); the readings it selects are here.
+pub use crate::config::Userland;
 
 const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry {
     SafeEntry {

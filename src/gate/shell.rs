@@ -1548,9 +1548,18 @@ impl Walker<'_> {
                     // `$PWD` is known only when no earlier `cd` may have failed: a failed `cd`
                     // leaves PWD where it was (`cd nope; cat "$PWD"/../x`).
                     let pwd_known = self.cwd.is_some() && self.other_cwds.is_empty();
-                    if (raw == "$HOME" || raw == "${HOME}") && home_prefix && !subscripted {
+                    // Unquoted, bash splits a parameter's value at blanks and expands its glob
+                    // characters: a value holding either is not one known word (red-team round
+                    // 51: with the cwd `/x/my proj`, `sed -i -e '1e id;#'$PWD` is the script
+                    // `…#/x/my` and the file `proj`, which the gate read as one script word).
+                    let splits = |value: &str| unquoted && value.contains([' ', '\t', '\n', '*', '?', '[']);
+                    if (raw == "$HOME" || raw == "${HOME}") && home_prefix && !subscripted && !splits(self.home) {
                         out.text.push('~');
-                    } else if (raw == "$PWD" || raw == "${PWD}") && pwd_known && !subscripted {
+                    } else if (raw == "$PWD" || raw == "${PWD}")
+                        && pwd_known
+                        && !subscripted
+                        && !self.cwd.as_deref().is_some_and(splits)
+                    {
                         out.text.push_str(self.cwd.as_deref().unwrap_or(""));
                     } else {
                         out.text.push_str(raw);

@@ -49,7 +49,14 @@ fn review(model: &Arc<ScriptedModel>, on_error: OnError, on_deny: OnDeny) -> Opt
 }
 
 fn pipeline(config: &Config, screen_stage: Option<ScreenStage>, review_stage: Option<ReviewStage>) -> Pipeline {
-    Pipeline::new(config, Gate::new(config).unwrap(), screen_stage, review_stage).unwrap()
+    let (store, store_metrics) = crate::session_store::build(&config.session).unwrap();
+    let parts = Parts {
+        gate: Gate::new(config).unwrap(),
+        prompts: Prompts::load(&config.prompts).unwrap(),
+        store,
+        store_metrics,
+    };
+    Pipeline::new(config, parts, screen_stage, review_stage)
 }
 
 fn scripted(fallback: Behaviour) -> Arc<ScriptedModel> {
