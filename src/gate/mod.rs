@@ -1045,7 +1045,7 @@ impl Gate {
                 None,
             );
         }
-        let resolved = paths::resolve(raw, base, workspace.home());
+        let resolved = paths::resolve_borrowed(raw, base, workspace.home());
         if unit.descriptors_may_be_files && resolved.as_deref().is_some_and(paths::is_descriptor_path) {
             unit.path_tier = unit.path_tier.max(Tier::High);
             unit.add(
@@ -1066,8 +1066,11 @@ impl Gate {
             }
             unit.add(finding.code, finding.path, detail_for(finding.code), rule);
         }
-        if let Some(resolved) = resolved {
-            unit.paths.push(resolved);
+        // Only path-glob rules read the resolved paths; skip the copy when there are no rules.
+        if let Some(resolved) = resolved
+            && !self.rules.is_empty()
+        {
+            unit.paths.push(resolved.into_owned());
         }
     }
 

@@ -6,6 +6,7 @@
 //! be resolved (relative with no known directory, or built from run-time values) is treated as
 //! outside the workspace. It only ever adds friction.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
@@ -166,13 +167,18 @@ pub fn is_within(path: &str, root: &str) -> bool {
 
 /// Lexically normalises an absolute path: collapses `//` and `.`, applies `..` (never above `/`).
 pub fn normalize(path: &str) -> String {
-    // Most paths are already normal (`/workspace/src/main.rs`): one scan, one copy.
+    normalized(path).into_owned()
+}
+
+/// [`normalize`], borrowing `path` when it is already normal.
+fn normalized(path: &str) -> Cow<'_, str> {
+    // Most paths are already normal (`/workspace/src/main.rs`): one scan, no copy.
     let normal = path == "/"
         || (path.starts_with('/')
             && !path.ends_with('/')
             && components(&path[1..]).all(|part| !matches!(part, "" | "." | "..")));
     if normal {
-        return path.to_owned();
+        return Cow::Borrowed(path);
     }
     let mut parts: Vec<&str> = Vec::new();
     for part in components(path) {
@@ -192,26 +198,32 @@ pub fn normalize(path: &str) -> String {
     if out.is_empty() {
         out.push('/');
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Resolves `raw` against `base` (the directory the call runs in) and `home`. `None` when the
 /// path is relative and the directory is unknown.
 pub fn resolve(raw: &str, base: Option<&str>, home: &str) -> Option<String> {
+    resolve_borrowed(raw, base, home).map(Cow::into_owned)
+}
+
+/// [`resolve`], borrowing `raw` or `home` when either already is the normal absolute path: the
+/// gate judges most paths without keeping them, so the usual absolute path costs no copy.
+pub fn resolve_borrowed<'a>(raw: &'a str, base: Option<&str>, home: &'a str) -> Option<Cow<'a, str>> {
     if raw == "~" {
-        return Some(normalize(home));
+        return Some(normalized(home));
     }
     if let Some(rest) = raw.strip_prefix("~/") {
-        return Some(normalize(&format!("{home}/{rest}")));
+        return Some(Cow::Owned(normalize(&format!("{home}/{rest}"))));
     }
     if let Some(rest) = raw.strip_prefix('~') {
         // `~user/…` is another user's home.
-        return Some(normalize(&format!("/home/{rest}")));
+        return Some(Cow::Owned(normalize(&format!("/home/{rest}"))));
     }
     if raw.starts_with('/') {
-        return Some(normalize(raw));
+        return Some(normalized(raw));
     }
-    base.map(|base| normalize(&format!("{base}/{raw}")))
+    base.map(|base| Cow::Owned(normalize(&format!("{base}/{raw}"))))
 }
 
 /// Judges one path. `base` is the directory relative paths start from (the call's cwd, or the
@@ -264,8 +276,12 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
     if access == Access::Write && home_dotfile(resolved, &workspace.home) {
         add(ReasonCode::PersistencePath, Tier::High);
     }
+    // The write checks below compare the path as a case-insensitive file system sees it:
+    // lowercased and split once here for all three, not once in each.
+    let lower = if access == Access::Write { comparable(resolved) } else { String::new() };
+    let lower_components: Vec<&str> = if access == Access::Write { components(&lower).collect() } else { Vec::new() };
     if access == Access::Write
-        && let Some(code) = workspace_config(resolved)
+        && let Some(code) = workspace_config(&lower_components)
     {
         add(code, Tier::High);
     }
@@ -275,13 +291,13 @@ pub fn judge_resolved(raw: &str, resolved: Option<&str>, access: Access, workspa
     if credential_location(resolved, &workspace.home) || (access == Access::Read && repository_internals(resolved)) {
         add(ReasonCode::CredentialPath, Tier::High);
     }
-    if access == Access::Write && persistence_location(resolved, &workspace.home) {
+    if access == Access::Write && persistence_location(resolved, &lower_components, &workspace.home) {
         add(ReasonCode::PersistencePath, Tier::High);
     }
     if access == Access::Write && agent_policy_location(resolved, &workspace.home) {
         add(ReasonCode::AgentPolicyPath, Tier::High);
     }
-    if access == Access::Write && ci_config_location(resolved) {
+    if access == Access::Write && ci_config_location(&lower, &lower_components) {
         add(ReasonCode::CiConfigPath, Tier::High);
     }
     if system_location(resolved) {
@@ -420,7 +436,12 @@ fn home_relative<'a>(path: &'a str, home: &str) -> Option<&'a str> {
 }
 
 fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
+    // A byte scan, as `path.rsplit('/').next()` gives it: `/` is ASCII, so the cut is on a
+    // character boundary, and `str::rsplit`'s char searcher cost several times as much here.
+    match path.bytes().rposition(|byte| byte == b'/') {
+        Some(slash) => &path[slash + 1..],
+        None => path,
+    }
 }
 
 /// Writes that are catastrophic on their own: raw disks and `authorized_keys`.
@@ -561,7 +582,8 @@ pub fn is_sensitive_name(name: &str) -> bool {
     }
     // The text after the last dot: one comparison against each listed extension (`.pem` and
     // the others hold no dot of their own), instead of a suffix test per extension.
-    let extension = name.rsplit_once('.').map(|(_, extension)| extension);
+    // A byte scan (`.` is ASCII), as `name.rsplit_once('.')` finds it.
+    let extension = name.bytes().rposition(|byte| byte == b'.').map(|dot| &name[dot + 1..]);
     // Public keys are meant to be shared.
     if extension == Some("pub") {
         return false;
@@ -704,7 +726,8 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
         ".bashrc",
         "secrets.yml",
     ];
-    if !raw.contains(['*', '?', '[']) {
+    // A byte scan (the three are ASCII): this runs for every path judged, and most have none.
+    if !raw.bytes().any(|byte| matches!(byte, b'*' | b'?' | b'[')) {
         return false;
     }
     raw.to_ascii_lowercase().split('/').filter(|component| component.contains(['*', '?', '['])).any(|component| {
@@ -767,7 +790,8 @@ fn repository_internals(path: &str) -> bool {
         && components(path).any(|component| component.len() == 4 && component.eq_ignore_ascii_case(".git"))
 }
 
-fn persistence_location(path: &str, home: &str) -> bool {
+/// `lower_components` are the components of [`comparable`]`(path)`.
+fn persistence_location(path: &str, lower_components: &[&str], home: &str) -> bool {
     const HOME_FILES: [&str; 12] = [
         ".bashrc",
         ".bash_profile",
@@ -803,8 +827,7 @@ fn persistence_location(path: &str, home: &str) -> bool {
     // Anything under a `.git` directory (config, hooks, commondir, modules) or a `.git` file
     // (a gitfile redirect) controls what git runs. Compared case-insensitively: macOS and
     // Windows file systems are.
-    let lower = comparable(path);
-    let repository_control = components(&lower).any(|component| component == ".git");
+    let repository_control = lower_components.contains(&".git");
     repository_control
         || path == "/etc/crontab"
         || path == "/etc/profile"
@@ -824,9 +847,8 @@ fn agent_policy_location(path: &str, home: &str) -> bool {
 
 /// CI pipeline definitions: editing one changes what runs with the repository's secrets and
 /// which checks guard a merge, so it is never a routine edit.
-fn ci_config_location(path: &str) -> bool {
-    let lower = comparable(path);
-    let components: Vec<&str> = components(&lower).collect();
+/// `lower` is [`comparable`]`(path)` and `components` its components.
+fn ci_config_location(lower: &str, components: &[&str]) -> bool {
     let within = |first: &str, second: Option<&str>| {
         components.windows(2).any(|pair| pair[0] == first && second.is_none_or(|second| pair[1] == second))
     };
@@ -876,7 +898,7 @@ fn ci_config_location(path: &str) -> bool {
     components.last().is_some_and(|last| CI_DIRECTORIES.contains(last) || FORGE_DIRECTORIES.contains(last))
         || FORGE_DIRECTORIES.iter().any(|forge| within(forge, Some("workflows")) || within(forge, Some("actions")))
         || CI_DIRECTORIES.iter().any(|directory| within(directory, None))
-        || CI_FILES.contains(&basename(&lower))
+        || CI_FILES.contains(&basename(lower))
 }
 
 /// `/proc/PID/environ`, `mem`, `cmdline` and friends (also `self`, `thread-self`, tasks):
@@ -1201,7 +1223,8 @@ pub fn is_head_revision(name: &str) -> bool {
 }
 
 /// The code of the first `WORKSPACE_CONFIG` entry the path falls under.
-fn workspace_config(path: &str) -> Option<ReasonCode> {
+/// `components` are the components of [`comparable`]`(path)`.
+fn workspace_config(components: &[&str]) -> Option<ReasonCode> {
     /// The table indexed once: one-component names by name, families by prefix
     /// (`lefthook*`), and the rest (`.github/prompts`, `*.code-workspace`) in a short list.
     struct Index {
@@ -1227,8 +1250,6 @@ fn workspace_config(path: &str) -> Option<ReasonCode> {
         index
     });
     let index = &*INDEX;
-    let lower = comparable(path);
-    let components: Vec<&str> = components(&lower).collect();
     // `HEAD~2`, `head~1~1`: names git reads as revisions of HEAD, never written through the
     // gate (so `git diff HEAD~1 -- x` cannot become a directory diff outside a repository).
     if components.iter().any(|component| is_head_revision(component)) {
