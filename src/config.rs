@@ -37,8 +37,9 @@ pub enum ConfigError {
 }
 
 /// How tiers map to actions (BRIEF.md's table).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Mode {
     /// A person approves everything but read-only calls.
     Human,
@@ -52,13 +53,10 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The name the config spells it with (serde's, from the same rule; a test reads every
+    /// variant back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Human => "human",
-            Mode::Auto => "auto",
-            Mode::Reviewer => "reviewer",
-            Mode::ApproveAllDangerous => "approve-all-dangerous",
-        }
+        self.into()
     }
 }
 
@@ -467,11 +465,13 @@ pub enum ModelConfig {
 }
 
 /// An OpenAI reasoning model's `reasoning_effort`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ReasoningEffort {
     /// `none`: no reasoning (models from gpt-5.1 on).
     #[serde(rename = "none")]
+    #[strum(serialize = "none")]
     NoReasoning,
     Minimal,
     Low,
@@ -481,15 +481,10 @@ pub enum ReasoningEffort {
 }
 
 impl ReasoningEffort {
+    /// The name the config spells it with (serde's, from the same rule; a test reads every
+    /// variant back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ReasoningEffort::NoReasoning => "none",
-            ReasoningEffort::Minimal => "minimal",
-            ReasoningEffort::Low => "low",
-            ReasoningEffort::Medium => "medium",
-            ReasoningEffort::High => "high",
-            ReasoningEffort::Xhigh => "xhigh",
-        }
+        self.into()
     }
 }
 
@@ -741,8 +736,9 @@ pub struct SessionConfig {
 }
 
 /// Where session state lives (`session.store`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::EnumIter)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum SessionStoreKind {
     /// This process's memory: one replica.
     #[default]
@@ -752,11 +748,10 @@ pub enum SessionStoreKind {
 }
 
 impl SessionStoreKind {
+    /// The name the config spells it with (serde's, from the same rule; a test reads every
+    /// variant back).
     pub fn as_str(self) -> &'static str {
-        match self {
-            SessionStoreKind::Memory => "memory",
-            SessionStoreKind::Redis => "redis",
-        }
+        self.into()
     }
 }
 
@@ -1405,4 +1400,31 @@ fn validate_url(field: &str, url: &str) -> Result<(), String> {
 /// Reversibility of a configured tool, if the operator declared one.
 pub fn reversibility_of(annotations: &ToolAnnotations) -> Option<Reversibility> {
     annotations.reversibility
+}
+
+#[cfg(test)]
+mod enum_name_tests {
+    use strum::IntoEnumIterator;
+
+    use super::*;
+
+    /// Every variant's `as_str` is the name serde reads and writes (`approve-all-dangerous`,
+    /// `none`, `redis`), so the config, its summary and the docs cannot drift apart.
+    fn names_round_trip<T>(as_str: fn(T) -> &'static str)
+    where
+        T: IntoEnumIterator + Serialize + for<'de> Deserialize<'de> + PartialEq + std::fmt::Debug + Copy,
+    {
+        for value in T::iter() {
+            let name = as_str(value);
+            assert_eq!(serde_json::to_string(&value).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<T>(&format!("\"{name}\"")).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn config_enum_names_match_serde() {
+        names_round_trip(Mode::as_str);
+        names_round_trip(ReasoningEffort::as_str);
+        names_round_trip(SessionStoreKind::as_str);
+    }
 }

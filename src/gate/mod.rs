@@ -53,6 +53,9 @@ pub struct Gate {
     mode_tier_details: [[String; 4]; 4],
 }
 
+/// Operators a plain line may hold when `sh` runs it (the shell analysis's own bound on parts).
+const MAX_PLAIN_OPERATORS: usize = 256;
+
 const TIERS: [Tier; 4] = [Tier::Low, Tier::Medium, Tier::High, Tier::Critical];
 const ACTIONS: [GateAction; 4] = [GateAction::Allow, GateAction::Classify, GateAction::Ask, GateAction::Deny];
 
@@ -504,15 +507,22 @@ impl Gate {
         }
         // Codex's `exec_command` takes the shell binary itself as `shell`.
         if let Some(shell_binary) = call.input.get("shell") {
-            let standard = shell_binary
-                .as_str()
-                .is_some_and(|binary| matches!(binary, "bash" | "sh" | "/bin/bash" | "/bin/sh" | "/usr/bin/bash"));
+            let standard = match shell_binary.as_str() {
+                Some("bash" | "/bin/bash" | "/usr/bin/bash") => true,
+                // `sh` is dash (Debian, Ubuntu) or busybox ash (Alpine), which do no brace
+                // expansion: `sed -n s/x/{y,'a/;1e CMD #'}/ f` is two safe scripts to bash and
+                // one with an `e` command to dash (red-team round 52). Every POSIX shell reads
+                // a plain line alike (words, `&&`, `||`, `;`, `|`, simple redirections), so only
+                // such a line is judged as bash reads it.
+                Some("sh" | "/bin/sh") => plain::parse(&command, MAX_PLAIN_OPERATORS).is_some(),
+                _ => false,
+            };
             if !standard {
                 let mut unit = Unit::new(Tier::High, ReasonCode::OpaqueExecution);
                 unit.add(
                     ReasonCode::OpaqueExecution,
                     "shell",
-                    "runs the command through a shell the gate does not parse (it reads bash; zsh's `>!` and glob qualifiers differ)",
+                    "runs the command through a shell the gate does not parse (it reads bash; zsh's `>!` and glob qualifiers differ, and `sh` reads anything past a plain line differently)",
                     None,
                 );
                 units.push(unit);

@@ -1466,7 +1466,16 @@ impl Walker<'_> {
                     // characters: a value holding either is not one known word (red-team round
                     // 51: with the cwd `/x/my proj`, `sed -i -e '1e id;#'$PWD` is the script
                     // `…#/x/my` and the file `proj`, which the gate read as one script word).
-                    let splits = |value: &str| unquoted && value.contains([' ', '\t', '\n', '*', '?', '[']);
+                    // Only a value made of characters no shell splits or globs on is one known
+                    // word: letters, digits, non-ASCII and `/ . _ - + , = % @ :` (extglob's
+                    // `@(…)` needs the parenthesis; red-team round 52: the cwd `@(.env)` made
+                    // `cat $PWD` read `.env`).
+                    let splits = |value: &str| {
+                        unquoted
+                            && !value
+                                .chars()
+                                .all(|c| !c.is_ascii() || c.is_ascii_alphanumeric() || "/._-+,=%@:".contains(c))
+                    };
                     if (raw == "$HOME" || raw == "${HOME}") && home_prefix && !subscripted && !splits(self.home) {
                         out.text.push('~');
                     } else if (raw == "$PWD" || raw == "${PWD}")
