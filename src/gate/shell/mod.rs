@@ -131,6 +131,28 @@ pub fn is_harmless_assignment(name: &str, value: &str) -> bool {
         && (!INTEGER_VARIABLES.contains(&name)
             || (!value.is_empty() && value.bytes().all(|byte| byte.is_ascii_digit())))
         && (!LOCALE_VARIABLES.contains(&name) || is_utf8_locale(value))
+        && (name != "TZ" || is_zone_name(value))
+        && (name != "TERM" || is_terminal_name(value))
+}
+
+/// A time zone name glibc looks up under its zone directory (`UTC`, `Europe/Paris`, `EST5EDT`):
+/// not a path. A leading `/` or `:` names a file, and glibc opens whatever file `TZ` names,
+/// so `TZ=/dev/tty date` read the person's keystrokes and `TZ=FIFO` blocked (red-team round
+/// 53); `..` would climb out of the zone directory.
+fn is_zone_name(value: &str) -> bool {
+    !value.is_empty()
+        && value.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_+-,.<>".contains(&byte))
+        })
+}
+
+/// A terminal type name (`xterm-256color`, `dumb`): no path, so terminfo is looked up only in
+/// its own directories.
+fn is_terminal_name(value: &str) -> bool {
+    !value.is_empty() && value.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_+-.".contains(&byte))
 }
 
 /// Locale variables: the character set decides how bash and every program split bytes into
