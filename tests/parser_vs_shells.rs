@@ -110,9 +110,10 @@ const ZSH_LINE_CASES: u32 = 1000;
 /// The gate must allow at least this share of the zsh grammar's lines (about 11% in practice:
 /// it refuses most of zsh's syntax, as it should; a run of 1000 lines varies by about 1 point).
 const MIN_ZSH_ALLOWED_SHARE: f64 = 0.05;
-/// The gate must allow at least this share of the generated lines (about 29% in practice; a
-/// run of 500 lines varies by about 2 points), so the comparison is never vacuous ...
-const MIN_GENERATED_ALLOWED_SHARE: f64 = 0.20;
+/// The gate must allow at least this share of the generated lines, so the comparison is never
+/// vacuous. Each run draws new lines: four runs of 502 in session 8 allowed 98, 98, 105 and 131
+/// (20–26%; a floor of 20% failed a CI run at 98), so the floor sits well below that ...
+const MIN_GENERATED_ALLOWED_SHARE: f64 = 0.15;
 /// ... and at least this many lines of the corpus (about 180 in practice).
 const MIN_CORPUS_ALLOWED: usize = 50;
 
