@@ -916,36 +916,30 @@ impl Walker<'_> {
         }
     }
 
+    /// The redirections of a compound command or `[[ ]]`, judged as a part with no program.
+    fn walk_redirects_alone(&mut self, redirects: &ast::RedirectList, depth: usize) {
+        let mut part =
+            CommandPart { cwd: self.cwd.clone(), other_cwds: self.other_cwds.clone(), ..CommandPart::default() };
+        for redirect in &redirects.0 {
+            self.walk_redirect(redirect, &mut part, depth);
+        }
+        self.analysis.parts.push(part);
+    }
+
     fn walk_command(&mut self, command: &ast::Command, input: PipeInput, depth: usize) {
         match command {
             ast::Command::Simple(simple) => self.walk_simple(simple, input, depth),
             ast::Command::Compound(compound, redirects) => {
                 self.walk_compound(compound, depth);
                 if let Some(redirects) = redirects {
-                    let mut part = CommandPart {
-                        cwd: self.cwd.clone(),
-                        other_cwds: self.other_cwds.clone(),
-                        ..CommandPart::default()
-                    };
-                    for redirect in &redirects.0 {
-                        self.walk_redirect(redirect, &mut part, depth);
-                    }
-                    self.analysis.parts.push(part);
+                    self.walk_redirects_alone(redirects, depth);
                 }
             }
             ast::Command::Function(function) => self.walk_function(function, depth),
             ast::Command::ExtendedTest(test, redirects) => {
                 self.walk_test_expr(&test.expr, depth);
                 if let Some(redirects) = redirects {
-                    let mut part = CommandPart {
-                        cwd: self.cwd.clone(),
-                        other_cwds: self.other_cwds.clone(),
-                        ..CommandPart::default()
-                    };
-                    for redirect in &redirects.0 {
-                        self.walk_redirect(redirect, &mut part, depth);
-                    }
-                    self.analysis.parts.push(part);
+                    self.walk_redirects_alone(redirects, depth);
                 }
             }
         }
