@@ -10,6 +10,7 @@
 pub mod argspec;
 pub mod awk;
 pub mod expand;
+mod memo;
 pub mod modes;
 mod outcome;
 pub mod paths;
@@ -81,8 +82,8 @@ struct Unit {
     argv: Option<Vec<String>>,
     /// Code explaining `command_tier`.
     command_code: ReasonCode,
-    /// Hashes of `(path, is a write, base)` already judged for this unit, when `memo` is on.
-    judged: std::collections::HashSet<u64>,
+    /// `(path, is a write, base)` already judged for this unit, when `memo` is on.
+    judged: memo::JudgedPaths,
     memo: bool,
     /// `/dev/fd/N`, `/dev/stdin`, `/dev/stdout` and `/dev/stderr` may name a file (opening one
     /// reopens the file behind the descriptor, for writing too, or a directory): in a shell
@@ -105,7 +106,7 @@ impl Unit {
             paths: Vec::new(),
             argv: None,
             command_code,
-            judged: std::collections::HashSet::new(),
+            judged: memo::JudgedPaths::default(),
             memo: false,
             descriptors_may_be_files: true,
             floor: GateAction::Allow,
@@ -938,15 +939,7 @@ impl Gate {
     fn judge_path(&self, unit: &mut Unit, raw: &str, access: Access, base: Option<&str>, workspace: &Workspace) {
         // The same word judged twice from the same directory adds nothing (`ls a a a …`). Only
         // shell parts, which can repeat words, keep the memo; a file tool judges a path or two.
-        let key = if !unit.memo {
-            0
-        } else {
-            use std::hash::{Hash, Hasher};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            (raw, access == Access::Write, base).hash(&mut hasher);
-            hasher.finish()
-        };
-        if unit.memo && !unit.judged.insert(key) {
+        if unit.memo && !unit.judged.insert(raw, access == Access::Write, base) {
             return;
         }
         if paths::glob_may_match_sensitive(raw) {
@@ -1150,7 +1143,9 @@ impl Gate {
         let mut hard_deny = false;
         let mut rules_matched: Vec<String> = Vec::new();
         let mut decisive: Option<(GateAction, ReasonCode, usize)> = None;
-        let mut findings: Vec<Finding> = Vec::new();
+        // Sized once: the units' findings, plus the mode and irreversibility entries below.
+        let mut findings: Vec<Finding> =
+            Vec::with_capacity(units.iter().map(|unit| unit.findings.len()).sum::<usize>() + 2);
 
         let mut call_rules: Vec<&CompiledRule> = Vec::new();
         self.rules.for_tool(&call.name, |rule| call_rules.push(rule));
@@ -1250,7 +1245,7 @@ impl Gate {
         }
 
         let mut primary = decisive.map(|(_, code, _)| code).unwrap_or(ReasonCode::ModeTier);
-        let mut reason_codes: Vec<ReasonCode> = Vec::new();
+        let mut reason_codes: Vec<ReasonCode> = Vec::with_capacity(findings.len() + 2);
         for finding in &findings {
             if !reason_codes.contains(&finding.code) {
                 reason_codes.push(finding.code);

@@ -486,60 +486,64 @@ fn components(path: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// File names that hold secrets wherever they are.
-const SENSITIVE_NAMES: [&str; 44] = [
-    ".env",
-    // Yarn's `npmAuthToken` and Composer's registry tokens.
-    ".yarnrc.yml",
-    "auth.json",
-    // Google: Firebase Admin's documented key name, `gcloud iam service-accounts keys create
-    // key.json`, the API quickstarts' refresh token, gcloud's application default credentials.
-    "serviceaccountkey.json",
-    "key.json",
-    "token.json",
-    "application_default_credentials.json",
-    // Cloud and registry CLIs' credential files, wherever a project keeps a copy.
-    "kubeconfig",
-    ".s3cfg",
-    ".boto",
-    "_netrc",
-    ".dockercfg",
-    ".terraformrc",
-    "rclone.conf",
-    ".databrickscfg",
-    "credentials.toml",
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    ".netrc",
-    ".git-credentials",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-    ".my.cnf",
-    ".vault-token",
-    "credentials",
-    "credentials.json",
-    ".htpasswd",
-    "secrets.yml",
-    ".envrc",
-    ".bash_history",
-    ".zsh_history",
-    ".python_history",
-    // Sentry's auth token; Android's signing passwords (round 39).
-    ".sentryclirc",
-    "keystore.properties",
-    // Round 48: Flutter's Android signing passwords, Azure Functions' connection strings,
-    // Sublime SFTP's and Atom's FTP passwords, a GnuPG secret keyring, database shell histories.
-    "key.properties",
-    "local.settings.json",
-    "sftp-config.json",
-    ".ftpconfig",
-    "secring.gpg",
-    ".mysql_history",
-    ".psql_history",
-];
+/// File names that hold secrets wherever they are (`name` is lowercased). A `match`, which
+/// compiles to a switch on the length and a few comparisons: this runs for every path judged.
+fn is_sensitive_listed_name(name: &str) -> bool {
+    matches!(
+        name,
+        ".env"
+        // Yarn's `npmAuthToken` and Composer's registry tokens.
+        | ".yarnrc.yml"
+        | "auth.json"
+        // Google: Firebase Admin's documented key name, `gcloud iam service-accounts keys create
+        // key.json`, the API quickstarts' refresh token, gcloud's application default credentials.
+        | "serviceaccountkey.json"
+        | "key.json"
+        | "token.json"
+        | "application_default_credentials.json"
+        // Cloud and registry CLIs' credential files, wherever a project keeps a copy.
+        | "kubeconfig"
+        | ".s3cfg"
+        | ".boto"
+        | "_netrc"
+        | ".dockercfg"
+        | ".terraformrc"
+        | "rclone.conf"
+        | ".databrickscfg"
+        | "credentials.toml"
+        | "id_rsa"
+        | "id_dsa"
+        | "id_ecdsa"
+        | "id_ed25519"
+        | ".netrc"
+        | ".git-credentials"
+        | ".npmrc"
+        | ".pypirc"
+        | ".pgpass"
+        | ".my.cnf"
+        | ".vault-token"
+        | "credentials"
+        | "credentials.json"
+        | ".htpasswd"
+        | "secrets.yml"
+        | ".envrc"
+        | ".bash_history"
+        | ".zsh_history"
+        | ".python_history"
+        // Sentry's auth token; Android's signing passwords (round 39).
+        | ".sentryclirc"
+        | "keystore.properties"
+        // Round 48: Flutter's Android signing passwords, Azure Functions' connection strings,
+        // Sublime SFTP's and Atom's FTP passwords, a GnuPG secret keyring, database shell histories.
+        | "key.properties"
+        | "local.settings.json"
+        | "sftp-config.json"
+        | ".ftpconfig"
+        | "secring.gpg"
+        | ".mysql_history"
+        | ".psql_history"
+    )
+}
 /// File extensions (after the last dot) of key stores and secret files.
 /// `ppk` (PuTTY keys), `ovpn` (OpenVPN profiles, keys inline), `keytab` (Kerberos), `authinfo`
 /// (the netrc-format store of Emacs, magit and forge).
@@ -575,8 +579,10 @@ pub fn is_sensitive_name(name: &str) -> bool {
     // A copy of a secret is a secret: `.git-credentials.bak`, `terraform.tfstate.backup`,
     // `id_rsa~` are judged as the name they copy (red-team round 39).
     let mut name = name;
-    while let Some(original) =
-        BACKUP_SUFFIXES.iter().find_map(|suffix| name.strip_suffix(suffix)).filter(|rest| !rest.is_empty())
+    // Every suffix ends in one of these bytes: most names are passed over on one comparison.
+    while name.as_bytes().last().is_some_and(|last| b"kpdgey~".contains(last))
+        && let Some(original) =
+            BACKUP_SUFFIXES.iter().find_map(|suffix| name.strip_suffix(suffix)).filter(|rest| !rest.is_empty())
     {
         name = original;
     }
@@ -591,10 +597,9 @@ pub fn is_sensitive_name(name: &str) -> bool {
     let env_file = (name == ".env" || name.starts_with(".env."))
         && !matches!(extension, Some("example" | "sample" | "template" | "dist"));
     env_file
-        || name.as_bytes().windows(6).any(|window| window == b"secret")
+        || contains_bytes(name, "secret")
         || name == ".dev.vars"
-        // A scan of 35 short names, most rejected on length, beats hashing the name.
-        || SENSITIVE_NAMES.contains(&name)
+        || is_sensitive_listed_name(name)
         // `credentials.csv` (the AWS console's key download), `credentials.yml.enc`…
         || name.starts_with("credentials")
         // `kubeconfig.yaml`, `kubeconfig-prod`; Ansible's vault password files
@@ -607,14 +612,22 @@ pub fn is_sensitive_name(name: &str) -> bool {
         // `ssh-keygen -f deploy_key` writes a private key with no extension; Firebase's
         // service-account download; Kerberos ticket caches; WireGuard configs (`PrivateKey`).
         || (extension.is_none() && (name.ends_with("_key") || name.ends_with("-key")))
-        || name.contains("firebase-adminsdk")
+        || contains_bytes(name, "firebase-adminsdk")
         || name.starts_with("krb5cc")
         || (name.starts_with("wg") && extension == Some("conf"))
-        || name.contains("wireguard")
+        || contains_bytes(name, "wireguard")
         || extension.is_some_and(|extension| extension == "tfvars" || SENSITIVE_EXTENSIONS.contains(&extension))
 }
 
-/// Suffixes editors, tools and people give a copy: stripped before a name is judged.
+/// Whether `needle` occurs in `haystack`: a window scan, which for the short names judged here
+/// costs less than setting up `str::contains`'s two-way searcher (a hundred instructions).
+fn contains_bytes(haystack: &str, needle: &str) -> bool {
+    haystack.len() >= needle.len()
+        && haystack.as_bytes().windows(needle.len()).any(|window| window == needle.as_bytes())
+}
+
+/// Suffixes editors, tools and people give a copy: stripped before a name is judged; each ends
+/// in a byte of `kpdgey~` (checked by a test).
 const BACKUP_SUFFIXES: [&str; 9] = [".bak", ".backup", ".old", ".orig", ".save", ".swp", ".tmp", ".copy", "~"];
 
 /// Whether one path component's glob (`*`, `?`, `[…]` with `!`/`^` and ranges) matches `name`,
@@ -1278,19 +1291,45 @@ fn workspace_config(components: &[&str]) -> Option<ReasonCode> {
 }
 
 fn system_location(path: &str) -> bool {
-    const SYSTEM_DIRS: [&str; 17] = [
-        "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/boot", "/sys", "/proc", "/dev", "/var", "/opt",
-        "/System", "/Library", "/private", "/snap",
-    ];
-    // Only the first component decides: one comparison per directory, not a prefix scan each.
     let Some(rest) = path.strip_prefix('/') else { return false };
-    let first = rest.split_once('/').map_or(rest, |(first, _)| first);
-    path == "/" || SYSTEM_DIRS.iter().any(|dir| dir[1..] == *first)
+    // Only the first component decides; a `match` compiles to a switch on its length.
+    let first = components(rest).next().unwrap_or(rest);
+    path == "/"
+        || matches!(
+            first,
+            "etc"
+                | "usr"
+                | "bin"
+                | "sbin"
+                | "lib"
+                | "lib32"
+                | "lib64"
+                | "boot"
+                | "sys"
+                | "proc"
+                | "dev"
+                | "var"
+                | "opt"
+                | "System"
+                | "Library"
+                | "private"
+                | "snap"
+        )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_backup_suffix_ends_in_a_byte_the_fast_check_knows() {
+        for suffix in BACKUP_SUFFIXES {
+            assert!(suffix.as_bytes().last().is_some_and(|last| b"kpdgey~".contains(last)), "{suffix}");
+            assert!(is_sensitive_name(&format!("id_rsa{suffix}")), "{suffix}");
+            assert!(is_sensitive_name(&format!(".env{suffix}{suffix}")), "{suffix}");
+        }
+        assert!(!is_sensitive_name("main.rs.bak"));
+    }
 
     fn workspace() -> Workspace {
         Workspace::new(Some("/workspace"), true, &[], "/home/dev")

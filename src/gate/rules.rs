@@ -7,8 +7,6 @@
 //! not load, when a glob is invalid or a rule's `match` / `not_match` examples disagree with
 //! what the rule does.
 
-use std::collections::HashMap;
-
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use serde_json::{Map, Value};
 
@@ -71,7 +69,7 @@ impl CompiledRule {
 #[derive(Clone, Debug, Default)]
 pub struct RuleSet {
     rules: Vec<CompiledRule>,
-    by_exact_tool: HashMap<String, Vec<usize>>,
+    by_exact_tool: rustc_hash::FxHashMap<String, Vec<usize>>,
     by_tool_glob: Vec<(GlobMatcher, usize)>,
 }
 

@@ -4,7 +4,7 @@
 //! arguments. Fails closed: a tool the registry does not know is `high`, and annotations sent by
 //! the caller for such a tool are ignored unless the operator opted in.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::config::{ArgumentSpec, Config, Preset, ToolDefinition};
 use crate::decision::Tier;
@@ -47,12 +47,13 @@ pub fn structural_tier(annotations: &ToolAnnotations) -> Tier {
 /// Every tool the gate knows, by exact name.
 #[derive(Clone, Debug, Default)]
 pub struct ToolRegistry {
-    tools: HashMap<String, ToolSpec>,
+    /// FxHash: the keys come from the config, and a lookup per call is on the hot path.
+    tools: FxHashMap<String, ToolSpec>,
 }
 
 impl ToolRegistry {
     pub fn from_config(config: &Config) -> Self {
-        let mut tools = HashMap::new();
+        let mut tools = FxHashMap::default();
         for preset in &config.tools.presets {
             for spec in preset_tools(*preset) {
                 tools.insert(spec.name.clone(), spec);
