@@ -182,7 +182,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut loaded = Config::load(path.as_deref())?;
             if let Some(bind) = bind {
                 loaded.server.bind = crate::config::parse_bind_address(&bind)?;
-                loaded = Config::revalidated(loaded).map_err(anyhow::Error::msg)?;
+                loaded = Config::revalidated(loaded)?;
             }
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -265,7 +265,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay { transcripts, per_session, out } => {
             let mut lines = Vec::new();
             for path in &transcripts {
-                let (cases, skipped) = crate::hook::replay::cases(path, per_session).map_err(anyhow::Error::msg)?;
+                let (cases, skipped) = crate::hook::replay::cases(path, per_session)?;
                 eprintln!(
                     "permit: {}: {} cases{}",
                     path.display(),

@@ -34,6 +34,10 @@ pub enum ConfigError {
     Parse { path: String, message: String },
     #[error("config `{path}`: {message}")]
     Invalid { path: String, message: String },
+    /// A loaded config changed afterwards (a command-line override) fails a check; the message
+    /// names the field, as the override is not in the file.
+    #[error("{message}")]
+    Overridden { message: String },
 }
 
 /// How tiers map to actions (BRIEF.md's table).
@@ -917,8 +921,8 @@ impl Config {
     }
 
     /// Checks a config changed after loading (a command-line override) as a loaded one is.
-    pub fn revalidated(config: Config) -> Result<Self, String> {
-        config.validate()?;
+    pub fn revalidated(config: Config) -> Result<Self, ConfigError> {
+        config.validate().map_err(|message| ConfigError::Overridden { message })?;
         Ok(config)
     }
 

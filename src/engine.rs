@@ -26,8 +26,8 @@ pub enum EngineError {
     #[error(transparent)]
     Model(#[from] model::BuildError),
     /// The operator's rules do not load (an example a rule fails, a bad pattern…).
-    #[error("{0}")]
-    Gate(String),
+    #[error(transparent)]
+    Gate(#[from] crate::gate::GateError),
     /// A prompt template does not load or render.
     #[error(transparent)]
     Prompts(#[from] crate::classifier::prompts::PromptError),
@@ -47,7 +47,7 @@ impl Engine {
     /// Builds the engine with the model backends the config names.
     pub fn new(config: Config) -> Result<Self, EngineError> {
         // The gate first: a rule at fault is reported before a model takes seconds to load.
-        let gate = Gate::new(&config).map_err(EngineError::Gate)?;
+        let gate = Gate::new(&config)?;
         let build = |model_config| model::build(model_config).map_err(EngineError::Model);
         let screen = config.screen.as_ref().map(|screen| build(&screen.model)).transpose()?;
         let review = config.review.as_ref().map(|review| build(&review.model)).transpose()?;
@@ -78,7 +78,7 @@ impl Engine {
         screen_model: Option<Arc<dyn DecisionModel>>,
         review_model: Option<Arc<dyn DecisionModel>>,
     ) -> Result<Self, EngineError> {
-        let gate = Gate::new(&config).map_err(EngineError::Gate)?;
+        let gate = Gate::new(&config)?;
         Self::assemble(config, gate, screen_model, review_model)
     }
 
@@ -207,7 +207,9 @@ pub(crate) fn build_engine(
     build: impl FnOnce(Config) -> Result<Engine, EngineError>,
 ) -> anyhow::Result<Engine> {
     build(config).map_err(|error| match error {
-        EngineError::Gate(message) => crate::config::ConfigError::Invalid { path: origin.to_owned(), message }.into(),
+        EngineError::Gate(error) => {
+            crate::config::ConfigError::Invalid { path: origin.to_owned(), message: error.to_string() }.into()
+        }
         other => other.into(),
     })
 }

@@ -290,6 +290,10 @@ pub enum RequestError {
     Json(JsonProblem),
     #[error("invalid request: {0}")]
     Invalid(String),
+    #[error("invalid request: `session_id` must be at most {MAX_ID_BYTES} bytes, got {bytes} bytes")]
+    SessionIdTooLong { bytes: usize },
+    #[error("invalid request: `cwd` must be an absolute path, got `{cwd}`")]
+    RelativeCwd { cwd: String },
     #[error("{file}:{line}: invalid case {problem}")]
     CaseJson { file: String, line: usize, problem: JsonProblem },
     #[error("{file}:{line}: invalid case: {message}")]
@@ -424,23 +428,25 @@ impl DecideRequest {
     /// Parses and validates one request, strictly (see [`parse_object`]).
     pub fn from_json(text: &str) -> Result<Self, RequestError> {
         let request: DecideRequest = parse_object(text).map_err(RequestError::Json)?;
-        request.validate().map_err(RequestError::Invalid)?;
+        request.validate()?;
         Ok(request)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
-        validate_pending(&self.pending)?;
+    /// The checks serde cannot express: the pending calls' ids and names, the session id's
+    /// length, an absolute `cwd`.
+    pub fn validate(&self) -> Result<(), RequestError> {
+        validate_pending(&self.pending).map_err(RequestError::Invalid)?;
         // Only the length: hosts choose their own id formats (UUIDs, paths), and the id is
         // never shown to a model. Unbounded, 600 ids of 1.9 MB held 1.1 GB (issue 14).
         if let Some(session_id) = &self.session_id
             && session_id.len() > MAX_ID_BYTES
         {
-            return Err(format!("`session_id` must be at most {MAX_ID_BYTES} bytes, got {} bytes", session_id.len()));
+            return Err(RequestError::SessionIdTooLong { bytes: session_id.len() });
         }
         if let Some(cwd) = &self.cwd
             && !cwd.starts_with('/')
         {
-            return Err(format!("`cwd` must be an absolute path, got `{cwd}`"));
+            return Err(RequestError::RelativeCwd { cwd: cwd.clone() });
         }
         Ok(())
     }
@@ -611,6 +617,21 @@ mod tests {
         let error = parse_cases("cases.jsonl", text).unwrap_err().to_string();
         assert!(error.starts_with("cases.jsonl:3:"), "{error}");
         assert!(error.contains("label"), "{error}");
+    }
+
+    #[test]
+    fn request_errors_name_the_field() {
+        let error = |json: &str| DecideRequest::from_json(json).unwrap_err().to_string();
+        assert_eq!(error(r#"{"pending": []}"#), "invalid request: `pending` must hold at least one call");
+        assert_eq!(
+            error(r#"{"cwd": "src", "pending": [{"id": "a", "name": "Read"}]}"#),
+            "invalid request: `cwd` must be an absolute path, got `src`"
+        );
+        let long = "s".repeat(MAX_ID_BYTES + 1);
+        assert_eq!(
+            error(&format!(r#"{{"session_id": "{long}", "pending": [{{"id": "a", "name": "Read"}}]}}"#)),
+            "invalid request: `session_id` must be at most 256 bytes, got 257 bytes"
+        );
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn write_all(directory: &Path, results: &[CaseResult], run: &Run) -> Result<
     let comparison = run.baseline.map(|baseline| compare(baseline, results));
     let recommended = recommendation(results);
     let thresholds = Thresholds { configured: run.configured_threshold, recommended: recommended.clone().ok() };
-    let no_recommendation = recommended.err();
+    let no_recommendation = recommended.err().map(|error| error.to_string());
     let sentence = threshold_sentence(thresholds, no_recommendation.as_deref());
     let plots = plot::all(results, thresholds);
     let mut markdown = markdown(&report, &run.title, comparison.as_ref());

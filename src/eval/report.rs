@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::plot::{self, Thresholds};
+use super::tune::TuneError;
 use super::{CallResult, CaseResult};
 use crate::decision::Decision;
 use crate::request::{Label, Stage};
@@ -515,10 +516,9 @@ pub struct Run<'a> {
 
 /// `permit tune`'s default recommendation for this run (no labeled deny passing, and enough
 /// labeled denies screened to bound the false-allow rate), or why it makes none.
-pub fn recommendation(results: &[CaseResult]) -> Result<u8, String> {
+pub fn recommendation(results: &[CaseResult]) -> Result<u8, TuneError> {
     super::tune::recommend_with(results, 0, super::tune::DEFAULT_MIN_DENIES)
         .map(|recommendation| recommendation.threshold)
-        .map_err(|error| error.to_string())
 }
 
 /// "Screen threshold (allow_threshold_percent): configured 90; recommended by permit tune: 97."

@@ -13,6 +13,8 @@
 //! word must come back with the role the real program gives it. Fails closed: an undeclared
 //! option or an abbreviation, a missing value, a value given to a switch, or an operand the
 //! grammar has no room for makes [`parse`] return [`Refusal`], and the part is not known-safe.
+//! A declaration that cannot be read (an unknown placeholder, an option declared twice) is a
+//! [`GrammarError`], and the grammar is not built.
 
 use std::fmt;
 
@@ -106,28 +108,28 @@ pub struct Operands {
 
 impl Operands {
     /// Parses `"PATTERN READ..."`, `"READ? WRITE?"`, `"READ... WRITE"`, `""`.
-    pub fn parse(text: &str) -> Result<Operands, String> {
+    pub fn parse(text: &str) -> Result<Operands, GrammarError> {
         let mut operands = Operands::default();
         for token in text.split_whitespace() {
             if let Some(base) = token.strip_suffix("...") {
-                let role = Role::from_placeholder(base).ok_or_else(|| format!("unknown operand role `{token}`"))?;
+                let role = Role::from_placeholder(base).ok_or_else(|| unknown_role(token))?;
                 if operands.repeated.is_some() {
-                    return Err(format!("two repeated operands in `{text}`"));
+                    return Err(GrammarError::TwoRepeated { operands: text.to_owned() });
                 }
                 operands.repeated = Some(role);
             } else if let Some(base) = token.strip_suffix('?') {
-                let role = Role::from_placeholder(base).ok_or_else(|| format!("unknown operand role `{token}`"))?;
+                let role = Role::from_placeholder(base).ok_or_else(|| unknown_role(token))?;
                 if operands.repeated.is_some() || !operands.trailing.is_empty() {
-                    return Err(format!("an optional operand after a repeated one in `{text}`"));
+                    return Err(GrammarError::OptionalAfterRepeated { operands: text.to_owned() });
                 }
                 operands.leading.push(role);
                 operands.optional_leading += 1;
             } else {
-                let role = Role::from_placeholder(token).ok_or_else(|| format!("unknown operand role `{token}`"))?;
+                let role = Role::from_placeholder(token).ok_or_else(|| unknown_role(token))?;
                 if operands.repeated.is_some() {
                     operands.trailing.push(role);
                 } else if operands.optional_leading > 0 {
-                    return Err(format!("a required operand after an optional one in `{text}`"));
+                    return Err(GrammarError::RequiredAfterOptional { operands: text.to_owned() });
                 } else {
                     operands.leading.push(role);
                 }
@@ -214,6 +216,33 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// Why a declared grammar cannot be built: the declaration itself is wrong, never a command line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GrammarError {
+    #[error("unknown operand role `{token}`")]
+    UnknownRole { token: String },
+    #[error("two repeated operands in `{operands}`")]
+    TwoRepeated { operands: String },
+    #[error("an optional operand after a repeated one in `{operands}`")]
+    OptionalAfterRepeated { operands: String },
+    #[error("a required operand after an optional one in `{operands}`")]
+    RequiredAfterOptional { operands: String },
+    #[error("option `{name}` is declared twice")]
+    DeclaredTwice { name: String },
+    #[error("the override `{line}` names no declared option")]
+    OverrideNamesNothing { line: String },
+    #[error("cannot read the long option `{token}` in `{line}`")]
+    LongOption { token: String, line: String },
+    #[error("a short option is one letter: `{token}` in `{line}`")]
+    ShortOption { token: String, line: String },
+    #[error("cannot read `{token}` in option line `{line}`")]
+    Unreadable { token: String, line: String },
+    #[error("an optional value cannot be followed by more in `{line}`")]
+    ValueAfterOptional { line: String },
+    #[error("no option name in `{line}`")]
+    NoName { line: String },
+}
+
 /// Where a word sits in the parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Slot {
@@ -268,7 +297,7 @@ impl Parsed {
 impl Grammar {
     /// Builds a grammar from `--help`-style lines: `"-n, --lines=NUM"`, `"--color[=TEXT]"`,
     /// `"-e, --regexp=PATTERN"`, `"--arg TEXT TEXT"`, `"-v"`.
-    pub fn new(style: Style, options: &[&str], operands: &str) -> Result<Grammar, String> {
+    pub fn new(style: Style, options: &[&str], operands: &str) -> Result<Grammar, GrammarError> {
         let mut parsed = Vec::with_capacity(options.len());
         for line in options {
             parsed.push(parse_option_line(line)?);
@@ -279,7 +308,7 @@ impl Grammar {
                     || option.long.iter().any(|long| earlier.long.contains(long))
             });
             if duplicate {
-                return Err(format!("option `{}` is declared twice", option.name()));
+                return Err(GrammarError::DeclaredTwice { name: option.name() });
             }
         }
         Ok(Grammar {
@@ -297,7 +326,7 @@ impl Grammar {
     /// name they declare from the lines here, and a line marked `!` (`"!-l"`) takes its names
     /// away, so that reading refuses them. Every override must name an option declared here:
     /// a command line the first grammar refuses is refused whatever the other reads.
-    pub fn with_overrides(&self, style: Style, overrides: &[&str]) -> Result<Grammar, String> {
+    pub fn with_overrides(&self, style: Style, overrides: &[&str]) -> Result<Grammar, GrammarError> {
         let mut grammar = self.clone();
         grammar.style = style;
         for line in overrides {
@@ -311,7 +340,7 @@ impl Grammar {
                     || option.long.iter().any(|long| spec.long.contains(long))
             };
             if !grammar.options.iter().any(overlaps) {
-                return Err(format!("the override `{line}` names no declared option"));
+                return Err(GrammarError::OverrideNamesNothing { line: (*line).to_owned() });
             }
             // Only the names taken over leave a line (`-p, --prefix=TEXT` keeps `--prefix`
             // when the override is `-p`); a line left without names is dropped.
@@ -482,7 +511,7 @@ fn looks_numeric(value: &str) -> bool {
 
 /// Parses one option line: `"-o, --output=WRITE"`, `"--color[=TEXT]"`, `"-n NUM"`, `"-I[TEXT]"`,
 /// `"--arg TEXT TEXT"`.
-pub fn parse_option_line(line: &str) -> Result<OptionSpec, String> {
+pub fn parse_option_line(line: &str) -> Result<OptionSpec, GrammarError> {
     let mut short = Vec::new();
     let mut long = Vec::new();
     let mut arity = Arity::Flag;
@@ -491,20 +520,20 @@ pub fn parse_option_line(line: &str) -> Result<OptionSpec, String> {
         let (head, value) = split_value(token);
         if let Some(name) = head.strip_prefix("--") {
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-                return Err(format!("cannot read the long option `{token}` in `{line}`"));
+                return Err(GrammarError::LongOption { token: token.to_owned(), line: line.to_owned() });
             }
             long.push(name.to_owned());
         } else if let Some(letter) = head.strip_prefix('-') {
             let mut chars = letter.chars();
             match (chars.next(), chars.next()) {
                 (Some(letter), None) => short.push(letter),
-                _ => return Err(format!("a short option is one letter: `{token}` in `{line}`")),
+                _ => return Err(GrammarError::ShortOption { token: token.to_owned(), line: line.to_owned() }),
             }
         } else if let Some(role) = Role::from_placeholder(head) {
             rest_roles.push(role);
             continue;
         } else {
-            return Err(format!("cannot read `{token}` in option line `{line}`"));
+            return Err(GrammarError::Unreadable { token: token.to_owned(), line: line.to_owned() });
         }
         match value {
             ValueForm::None => {}
@@ -519,13 +548,17 @@ pub fn parse_option_line(line: &str) -> Result<OptionSpec, String> {
                 roles.extend(rest_roles);
                 Arity::Required(roles)
             }
-            Arity::Optional(_) => return Err(format!("an optional value cannot be followed by more in `{line}`")),
+            Arity::Optional(_) => return Err(GrammarError::ValueAfterOptional { line: line.to_owned() }),
         };
     }
     if short.is_empty() && long.is_empty() {
-        return Err(format!("no option name in `{line}`"));
+        return Err(GrammarError::NoName { line: line.to_owned() });
     }
     Ok(OptionSpec { short, long, arity })
+}
+
+fn unknown_role(token: &str) -> GrammarError {
+    GrammarError::UnknownRole { token: token.to_owned() }
 }
 
 enum ValueForm {
@@ -651,5 +684,35 @@ mod tests {
         assert_eq!(option.long, vec!["quiet".to_owned(), "silent".to_owned()]);
         assert!(parse_option_line("--x=BOGUS").is_err());
         assert!(parse_option_line("-ab").is_err());
+    }
+
+    #[test]
+    fn declaration_errors_quote_the_declaration() {
+        let message = |result: Result<OptionSpec, GrammarError>| result.unwrap_err().to_string();
+        assert_eq!(message(parse_option_line("-ab")), "a short option is one letter: `-ab` in `-ab`");
+        assert_eq!(message(parse_option_line("--a_b")), "cannot read the long option `--a_b` in `--a_b`");
+        assert_eq!(message(parse_option_line("-o, x")), "cannot read `x` in option line `-o, x`");
+        assert_eq!(
+            message(parse_option_line("--c[=TEXT] TEXT")),
+            "an optional value cannot be followed by more in `--c[=TEXT] TEXT`"
+        );
+        assert_eq!(message(parse_option_line("TEXT")), "no option name in `TEXT`");
+        let message = |result: Result<Operands, GrammarError>| result.unwrap_err().to_string();
+        assert_eq!(message(Operands::parse("READ BOGUS...")), "unknown operand role `BOGUS...`");
+        assert_eq!(message(Operands::parse("READ... TEXT...")), "two repeated operands in `READ... TEXT...`");
+        assert_eq!(
+            message(Operands::parse("READ... WRITE?")),
+            "an optional operand after a repeated one in `READ... WRITE?`"
+        );
+        assert_eq!(
+            message(Operands::parse("READ? WRITE")),
+            "a required operand after an optional one in `READ? WRITE`"
+        );
+        let message = |result: Result<Grammar, GrammarError>| result.unwrap_err().to_string();
+        assert_eq!(
+            message(Grammar::new(Style::Gnu, &["-n", "-n, --lines=NUM"], "")),
+            "option `--lines` is declared twice"
+        );
+        assert_eq!(message(sort().with_overrides(Style::Posix, &["-z"])), "the override `-z` names no declared option");
     }
 }

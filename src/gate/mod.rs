@@ -5,7 +5,8 @@
 //! never loosens a decision on a model's say-so. Fails closed: an unknown tool is `high`, a
 //! malformed argument or an unparsable command is `high`, a critical finding is a hard deny that
 //! no rule and no later stage can override. Every outcome is explained: tier, the ids of the
-//! table entries and operator rules that matched, and stable reason codes.
+//! table entries and operator rules that matched, and stable reason codes. Building the gate
+//! fails with a [`GateError`] naming the operator rule at fault.
 
 pub mod argspec;
 pub mod awk;
@@ -30,7 +31,7 @@ use crate::decision::{GateAction, ReasonCode, Tier};
 use crate::gate::argspec::{Role, Slot};
 use crate::gate::paths::{Access, Workspace};
 use crate::gate::programs::Judgement;
-use crate::gate::rules::{CompiledRule, Matcher, RuleSet};
+use crate::gate::rules::{CompiledRule, Matcher, RuleError, RuleSet};
 use crate::gate::shell::CommandPart;
 use crate::gate::tier::{ToolRegistry, ToolSpec};
 use crate::request::{PendingCall, Reversibility};
@@ -52,6 +53,25 @@ pub struct Gate {
     /// The `mode_tier` finding's text for each tier and action, written once: every call that
     /// the mode decides carries one, and formatting it per call cost a tenth of a Read's time.
     mode_tier_details: [[String; 4]; 4],
+}
+
+/// Why the gate cannot be built: an operator rule is wrong. Every message names the rule.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error(
+        "rule `{id}` has `command_prefix`, but tool `{tool}` takes no shell command; use `path_glob` or no matcher"
+    )]
+    PrefixWithoutShell { id: String, tool: String },
+    #[error(transparent)]
+    Rule(#[from] RuleError),
+    /// A `match` example the rule does not match (`expected`), or a `not_match` one it does.
+    #[error(
+        "rule `{id}`: the {} example `{shown}` {} (tool `{tool}`, cwd `{}`); fix the rule or the example",
+        if *.expected { "`match`" } else { "`not_match`" },
+        if *.expected { "does not match the rule" } else { "matches the rule" },
+        rules::EXAMPLE_CWD
+    )]
+    Example { id: String, expected: bool, shown: String, tool: String },
 }
 
 /// Operators a plain line may hold when `sh` runs it (the shell analysis's own bound on parts).
@@ -207,7 +227,7 @@ fn detail_for(code: ReasonCode) -> &'static str {
 
 impl Gate {
     /// Compiles the gate and checks every operator rule's examples.
-    pub fn new(config: &Config) -> Result<Self, String> {
+    pub fn new(config: &Config) -> Result<Self, GateError> {
         let registry = ToolRegistry::from_config(config);
         for rule in &config.rules {
             for tool in rule.tool.to_vec() {
@@ -215,10 +235,7 @@ impl Gate {
                     && rule.command_prefix.is_some()
                     && spec.arguments.shell.is_none()
                 {
-                    return Err(format!(
-                        "rule `{}` has `command_prefix`, but tool `{tool}` takes no shell command; use `path_glob` or no matcher",
-                        rule.id
-                    ));
+                    return Err(GateError::PrefixWithoutShell { id: rule.id.clone(), tool });
                 }
             }
         }
@@ -252,7 +269,7 @@ impl Gate {
 
     /// Runs each rule's `match` and `not_match` examples (as calls from `/workspace`) and
     /// fails with a message that says which example disagrees.
-    fn check_rule_examples(&self, config: &Config) -> Result<(), String> {
+    fn check_rule_examples(&self, config: &Config) -> Result<(), GateError> {
         let context = CallContext { cwd: Some(rules::EXAMPLE_CWD) };
         for rule_config in &config.rules {
             for (examples, expected) in [(&rule_config.match_examples, true), (&rule_config.not_match, false)] {
@@ -266,13 +283,7 @@ impl Gate {
                             crate::config::RuleExample::Text(text) => text.clone(),
                             crate::config::RuleExample::Input(input) => Value::Object(input.clone()).to_string(),
                         };
-                        return Err(format!(
-                            "rule `{}`: the {} example `{shown}` {} (tool `{tool}`, cwd `{}`); fix the rule or the example",
-                            rule_config.id,
-                            if expected { "`match`" } else { "`not_match`" },
-                            if expected { "does not match the rule" } else { "matches the rule" },
-                            rules::EXAMPLE_CWD
-                        ));
+                        return Err(GateError::Example { id: rule_config.id.clone(), expected, shown, tool });
                     }
                 }
             }

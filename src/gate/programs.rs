@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use crate::decision::Tier;
-use crate::gate::argspec::{Grammar, Operands, Parsed, Refusal, Role, Slot, Style};
+use crate::gate::argspec::{Grammar, GrammarError, Operands, Parsed, Refusal, Role, Slot, Style};
 
 /// A semantic check on a parse the grammar accepted (sed scripts, jq filters, `seq inf`).
 /// `Err` says why the part is not known-safe.
@@ -282,28 +282,39 @@ static BY_PROGRAM: LazyLock<HashMap<&'static str, Vec<CompiledEntry>>> = LazyLoc
     map
 });
 
+/// Why an entry's grammar does not compile; the message names the entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("entry `{id}`: {error}")]
+    Grammar { id: &'static str, error: GrammarError },
+    #[error("entry `{id}`: BSD overrides without a `bsd_style`")]
+    BsdWithoutStyle { id: &'static str },
+    #[error("entry `{id}`: alternative for undeclared option `{option}`")]
+    UndeclaredAlternative { id: &'static str, option: &'static str },
+}
+
 /// Builds the BSD reading's grammar from the GNU one and the entry's overrides.
-pub fn compile_bsd(entry: &SafeEntry, gnu: &Grammar) -> Result<Option<Grammar>, String> {
+pub fn compile_bsd(entry: &SafeEntry, gnu: &Grammar) -> Result<Option<Grammar>, EntryError> {
     match entry.bsd_style {
         None if entry.bsd.is_empty() => Ok(None),
-        None => Err(format!("entry `{}`: BSD overrides without a `bsd_style`", entry.id)),
+        None => Err(EntryError::BsdWithoutStyle { id: entry.id }),
         Some(style) => {
-            gnu.with_overrides(style, entry.bsd).map(Some).map_err(|error| format!("entry `{}`: {error}", entry.id))
+            gnu.with_overrides(style, entry.bsd).map(Some).map_err(|error| EntryError::Grammar { id: entry.id, error })
         }
     }
 }
 
 /// Builds an entry's grammar.
-pub fn compile(entry: &SafeEntry) -> Result<Grammar, String> {
+pub fn compile(entry: &SafeEntry) -> Result<Grammar, EntryError> {
     let mut grammar = Grammar::new(entry.style, entry.options, entry.operands)
-        .map_err(|error| format!("entry `{}`: {error}", entry.id))?;
+        .map_err(|error| EntryError::Grammar { id: entry.id, error })?;
     grammar.numeric_option = entry.numeric_option;
     grammar.cluster_values_follow = entry.cluster_values_follow;
     for (option, operands) in entry.alternatives {
         if !grammar.options.iter().any(|declared| declared.is(option)) {
-            return Err(format!("entry `{}`: alternative for undeclared option `{option}`", entry.id));
+            return Err(EntryError::UndeclaredAlternative { id: entry.id, option });
         }
-        let operands = Operands::parse(operands).map_err(|error| format!("entry `{}`: {error}", entry.id))?;
+        let operands = Operands::parse(operands).map_err(|error| EntryError::Grammar { id: entry.id, error })?;
         grammar.alternatives.push(((*option).to_owned(), operands));
     }
     Ok(grammar)

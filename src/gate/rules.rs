@@ -4,8 +4,9 @@
 //! Decides which rules match a call or a shell part; the gate combines them (strictest wins, a
 //! `hard_deny` wins over everything, an `allow` only replaces the command judgement of what it
 //! covers and never a path finding or a critical entry). Compiling fails, and the config does
-//! not load, when a glob is invalid or a rule's `match` / `not_match` examples disagree with
-//! what the rule does.
+//! not load, when a glob is invalid (a [`RuleError`] naming the rule) or a rule's `match` /
+//! `not_match` examples disagree with what the rule does (the gate runs them: a
+//! [`GateError`](crate::gate::GateError)).
 
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use serde_json::{Map, Value};
@@ -16,6 +17,23 @@ use crate::gate::tier::ToolRegistry;
 
 /// The directory rule examples are judged from.
 pub const EXAMPLE_CWD: &str = "/workspace";
+
+/// Why a rule does not compile; every message names the rule.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("rule `{id}`: `tool` glob `{tool}` is invalid: {error}")]
+    ToolGlob { id: String, tool: String, error: globset::Error },
+    #[error("rule `{id}`: `command_prefix` must not be empty")]
+    EmptyPrefix { id: String },
+    #[error("rule `{id}`: `path_glob` `{pattern}` is invalid: {error}")]
+    PathGlob { id: String, pattern: String, error: globset::Error },
+    #[error("rule `{id}`: `path_glob` is invalid: {error}")]
+    PathGlobSet { id: String, error: globset::Error },
+    #[error(
+        "rule `{id}`: the example `{text}` is a string, but tool `{tool}` has no command or path field to put it in; write the example as the call's input table, e.g. {{ field = \"…\" }}"
+    )]
+    TextExampleWithoutField { id: String, text: String, tool: String },
+}
 
 #[derive(Clone, Debug)]
 pub enum Matcher {
@@ -74,7 +92,7 @@ pub struct RuleSet {
 }
 
 impl RuleSet {
-    pub fn compile(configs: &[RuleConfig]) -> Result<Self, String> {
+    pub fn compile(configs: &[RuleConfig]) -> Result<Self, RuleError> {
         let mut set = RuleSet::default();
         for (index, config) in configs.iter().enumerate() {
             let matcher = compile_matcher(config)?;
@@ -86,8 +104,11 @@ impl RuleSet {
             });
             for tool in config.tool.to_vec() {
                 if tool.contains(['*', '?', '[']) {
-                    let glob = Glob::new(&tool)
-                        .map_err(|error| format!("rule `{}`: `tool` glob `{tool}` is invalid: {error}", config.id))?;
+                    let glob = Glob::new(&tool).map_err(|error| RuleError::ToolGlob {
+                        id: config.id.clone(),
+                        tool: tool.clone(),
+                        error,
+                    })?;
                     set.by_tool_glob.push((glob.compile_matcher(), index));
                 } else {
                     set.by_exact_tool.entry(tool).or_default().push(index);
@@ -129,7 +150,7 @@ impl RuleSet {
     }
 }
 
-fn compile_matcher(config: &RuleConfig) -> Result<Matcher, String> {
+fn compile_matcher(config: &RuleConfig) -> Result<Matcher, RuleError> {
     if let Some(prefixes) = &config.command_prefix {
         let prefixes: Vec<Vec<String>> = prefixes
             .to_vec()
@@ -137,7 +158,7 @@ fn compile_matcher(config: &RuleConfig) -> Result<Matcher, String> {
             .map(|prefix| prefix.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
             .collect();
         if prefixes.iter().any(Vec::is_empty) {
-            return Err(format!("rule `{}`: `command_prefix` must not be empty", config.id));
+            return Err(RuleError::EmptyPrefix { id: config.id.clone() });
         }
         return Ok(Matcher::CommandPrefix(prefixes));
     }
@@ -149,7 +170,7 @@ fn compile_matcher(config: &RuleConfig) -> Result<Matcher, String> {
             let glob = GlobBuilder::new(&pattern)
                 .literal_separator(true)
                 .build()
-                .map_err(|error| format!("rule `{}`: `path_glob` `{pattern}` is invalid: {error}", config.id))?;
+                .map_err(|error| RuleError::PathGlob { id: config.id.clone(), pattern: pattern.clone(), error })?;
             if pattern.starts_with('/') || pattern.starts_with('~') {
                 absolute.add(glob);
                 has_absolute = true;
@@ -159,7 +180,7 @@ fn compile_matcher(config: &RuleConfig) -> Result<Matcher, String> {
             }
         }
         let build = |builder: GlobSetBuilder, id: &str| {
-            builder.build().map_err(|error| format!("rule `{id}`: `path_glob` is invalid: {error}"))
+            builder.build().map_err(|error| RuleError::PathGlobSet { id: id.to_owned(), error })
         };
         return Ok(Matcher::PathGlob {
             relative: if has_relative { Some(build(relative, &config.id)?) } else { None },
@@ -174,7 +195,7 @@ pub fn example_call(
     config: &RuleConfig,
     example: &RuleExample,
     registry: &ToolRegistry,
-) -> Result<(String, Map<String, Value>), String> {
+) -> Result<(String, Map<String, Value>), RuleError> {
     let tool = config.tool.to_vec().into_iter().next().unwrap_or_default();
     match example {
         RuleExample::Input(input) => Ok((tool, input.clone())),
@@ -188,10 +209,7 @@ pub fn example_call(
                     .or_else(|| spec.arguments.read_paths.first().cloned())
             });
             let Some(field) = field else {
-                return Err(format!(
-                    "rule `{}`: the example `{text}` is a string, but tool `{tool}` has no command or path field to put it in; write the example as the call's input table, e.g. {{ field = \"…\" }}",
-                    config.id
-                ));
+                return Err(RuleError::TextExampleWithoutField { id: config.id.clone(), text: text.clone(), tool });
             };
             let mut input = Map::new();
             input.insert(field, Value::String(text.clone()));

@@ -417,7 +417,7 @@ fn reasons_name_the_rule() {
 fn config_with_rules(rules: &str) -> Result<Config, String> {
     let config = Config::from_toml_str("test.toml", &format!("[workspace]\nhome = \"/home/dev\"\n{rules}"))
         .map_err(|error| error.to_string())?;
-    Gate::new(&config)?;
+    Gate::new(&config).map_err(|error| error.to_string())?;
     Ok(config)
 }
 
@@ -521,6 +521,43 @@ not_match = ["ls; git status"]
         .unwrap_err()
         .to_string();
     assert!(error.contains("takes no shell command"), "{error}");
+}
+
+/// The whole text of each error a rule can fail the gate with (the config error quotes it).
+#[test]
+fn rule_errors_are_worded_exactly() {
+    let error = |body: &str| {
+        config_with_rules(&format!("[[rules]]\nid = \"r\"\ndecision = \"deny\"\nreason = \"x\"\n{body}")).unwrap_err()
+    };
+    assert_eq!(
+        error("tool = \"Read\"\ncommand_prefix = \"cat\"\nmatch = [\"a\"]\n"),
+        "rule `r` has `command_prefix`, but tool `Read` takes no shell command; use `path_glob` or no matcher"
+    );
+    assert_eq!(
+        error("tool = \"Bash\"\ncommand_prefix = \"ls\"\nmatch = [\"cat a\"]\n"),
+        "rule `r`: the `match` example `cat a` does not match the rule (tool `Bash`, cwd `/workspace`); fix the rule or the example"
+    );
+    assert_eq!(
+        error("tool = \"Bash\"\ncommand_prefix = \"ls\"\nmatch = [\"ls\"]\nnot_match = [{ command = \"ls -l\" }]\n"),
+        "rule `r`: the `not_match` example `{\"command\":\"ls -l\"}` matches the rule (tool `Bash`, cwd `/workspace`); fix the rule or the example"
+    );
+    assert_eq!(
+        error("tool = \"Bash\"\ncommand_prefix = \" \"\nmatch = [\"ls\"]\n"),
+        "rule `r`: `command_prefix` must not be empty"
+    );
+    let glob_error = globset::Glob::new("a[").unwrap_err();
+    assert_eq!(
+        error("tool = \"a[\"\nmatch = [{ x = 1 }]\n"),
+        format!("rule `r`: `tool` glob `a[` is invalid: {glob_error}")
+    );
+    assert_eq!(
+        error("tool = \"Read\"\npath_glob = \"a[\"\nmatch = [\"a\"]\n"),
+        format!("rule `r`: `path_glob` `a[` is invalid: {glob_error}")
+    );
+    assert_eq!(
+        error("tool = \"mcp__x__y\"\nmatch = [\"text\"]\n"),
+        "rule `r`: the example `text` is a string, but tool `mcp__x__y` has no command or path field to put it in; write the example as the call's input table, e.g. { field = \"…\" }"
+    );
 }
 
 #[test]

@@ -108,9 +108,9 @@ struct LocalGate {
 fn local_gate(path: Option<&Path>) -> Result<LocalGate, ConfigError> {
     // `Config::load` reads the file only; models are built by `Engine::new`, never here.
     let config = Config::load(path)?;
-    let gate = Gate::new(&config).map_err(|message| ConfigError::Invalid {
+    let gate = Gate::new(&config).map_err(|error| ConfigError::Invalid {
         path: path.map(|path| path.display().to_string()).unwrap_or_else(|| "built-in defaults".to_owned()),
-        message,
+        message: error.to_string(),
     })?;
     Ok(LocalGate { config, gate })
 }

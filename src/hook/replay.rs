@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::transcript;
+use super::transcript::{self, TranscriptError};
 use crate::request::{KnownEvent, TranscriptEvent};
 
 /// Tools whose calls are replayed (besides every `mcp__…` tool).
@@ -48,8 +48,8 @@ fn id_part(text: &str) -> String {
 }
 
 /// The cases of one transcript, as JSONL lines; and how many calls were skipped.
-pub fn cases(path: &Path, per_session: usize) -> Result<(Vec<String>, usize), String> {
-    let session = transcript::read(path).map_err(|error| error.to_string())?;
+pub fn cases(path: &Path, per_session: usize) -> Result<(Vec<String>, usize), TranscriptError> {
+    let session = transcript::read(path)?;
     let calls: Vec<usize> = session
         .events
         .iter()

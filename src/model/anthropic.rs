@@ -236,6 +236,6 @@ impl DecisionModel for AnthropicBackend {
     }
 
     fn ready(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(crate::model::http::reachable(&self.url))
+        Box::pin(async move { crate::model::http::reachable(&self.url).await.map_err(|error| error.to_string()) })
     }
 }

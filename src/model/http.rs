@@ -311,16 +311,31 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(date.duration_since(SystemTime::now()).unwrap_or_default())
 }
 
+/// Why a remote backend's endpoint is not ready (the detail `GET /readyz` shows).
+#[derive(Debug, thiserror::Error)]
+pub enum ReachError {
+    #[error("the endpoint URL is not valid")]
+    InvalidUrl,
+    #[error("the endpoint URL has no host")]
+    NoHost,
+    #[error("the endpoint URL has no port")]
+    NoPort,
+    #[error("{host}:{port} refused the connection: {kind}")]
+    Refused { host: String, port: u16, kind: std::io::ErrorKind },
+    #[error("{host}:{port} did not accept a connection within 2 s")]
+    Timeout { host: String, port: u16 },
+}
+
 /// Whether `url`'s host accepts a TCP connection within two seconds (readiness of a remote
 /// backend; no request is sent, so nothing is billed).
-pub async fn reachable(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|_| "the endpoint URL is not valid".to_owned())?;
-    let host = parsed.host_str().ok_or_else(|| "the endpoint URL has no host".to_owned())?.to_owned();
-    let port = parsed.port_or_known_default().ok_or_else(|| "the endpoint URL has no port".to_owned())?;
+pub async fn reachable(url: &str) -> Result<(), ReachError> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| ReachError::InvalidUrl)?;
+    let host = parsed.host_str().ok_or(ReachError::NoHost)?.to_owned();
+    let port = parsed.port_or_known_default().ok_or(ReachError::NoPort)?;
     match tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect((host.as_str(), port))).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(error)) => Err(format!("{host}:{port} refused the connection: {}", error.kind())),
-        Err(_) => Err(format!("{host}:{port} did not accept a connection within 2 s")),
+        Ok(Err(error)) => Err(ReachError::Refused { host, port, kind: error.kind() }),
+        Err(_) => Err(ReachError::Timeout { host, port }),
     }
 }
 

@@ -325,6 +325,6 @@ impl DecisionModel for OpenAiBackend {
     }
 
     fn ready(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(crate::model::http::reachable(&self.url))
+        Box::pin(async move { crate::model::http::reachable(&self.url).await.map_err(|error| error.to_string()) })
     }
 }

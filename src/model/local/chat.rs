@@ -8,12 +8,25 @@
 //!
 //! On failure: a missing template, one that does not compile, raises, or loses a message in a
 //! probe render at load is replaced by ChatML, and the reason is reported. A render error at
-//! decision time is an error (the caller fails closed).
+//! decision time is a [`ChatTemplateError`] (the caller fails closed).
 
 use minijinja::{Environment, Error, ErrorKind, context};
 
 /// ChatML, the format of SmolLM2, Qwen2 and many fine-tunes.
 pub const CHATML: &str = "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// Why the chat template cannot be built or rendered; shows minijinja's message.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatTemplateError {
+    /// The built-in fallback does not compile (a bug in this build).
+    #[error("the ChatML template does not compile: {0}")]
+    ChatMl(Error),
+    /// The compiled template is not in the environment.
+    #[error("{0}")]
+    Missing(Error),
+    #[error("the chat template does not render: {0}")]
+    Render(Error),
+}
 
 pub struct ChatTemplate {
     environment: Environment<'static>,
@@ -37,10 +50,9 @@ fn environment(source: String) -> Result<Environment<'static>, Error> {
 
 impl ChatTemplate {
     /// The file's template when it renders a probe conversation faithfully, else ChatML.
-    pub fn new(template: Option<&str>, bos_token: String, eos_token: String) -> Result<Self, String> {
-        let fallback = |reason: String| -> Result<Self, String> {
-            let environment = environment(CHATML.to_owned())
-                .map_err(|error| format!("the ChatML template does not compile: {error}"))?;
+    pub fn new(template: Option<&str>, bos_token: String, eos_token: String) -> Result<Self, ChatTemplateError> {
+        let fallback = |reason: String| -> Result<Self, ChatTemplateError> {
+            let environment = environment(CHATML.to_owned()).map_err(ChatTemplateError::ChatMl)?;
             Ok(ChatTemplate {
                 environment,
                 bos_token: bos_token.clone(),
@@ -75,8 +87,8 @@ impl ChatTemplate {
     }
 
     /// The prompt for one system and one user message, ending where the assistant's answer starts.
-    pub fn render(&self, system: &str, user: &str) -> Result<String, String> {
-        let template = self.environment.get_template("chat").map_err(|error| error.to_string())?;
+    pub fn render(&self, system: &str, user: &str) -> Result<String, ChatTemplateError> {
+        let template = self.environment.get_template("chat").map_err(ChatTemplateError::Missing)?;
         template
             .render(context! {
                 messages => vec![
@@ -87,7 +99,7 @@ impl ChatTemplate {
                 bos_token => &self.bos_token,
                 eos_token => &self.eos_token,
             })
-            .map_err(|error| format!("the chat template does not render: {error}"))
+            .map_err(ChatTemplateError::Render)
     }
 }
 
@@ -111,7 +123,10 @@ mod tests {
             "<|im_start|>system\nbe strict<|im_end|>\n<|im_start|>user\nrm -rf build?<|im_end|>\n<|im_start|>assistant\n"
         );
         // The fallback renders the same conversation identically.
-        assert_eq!(template(None).render("be strict", "rm -rf build?"), chat.render("be strict", "rm -rf build?"));
+        assert_eq!(
+            template(None).render("be strict", "rm -rf build?").unwrap(),
+            chat.render("be strict", "rm -rf build?").unwrap()
+        );
     }
 
     #[test]

@@ -233,13 +233,13 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// The text before the call, rendered from [`HEAD_TEMPLATE`].
-pub fn render_context(user_messages: &[String]) -> Result<String, String> {
+pub fn render_context(user_messages: &[String]) -> Result<String, minijinja::Error> {
     let mut environment = minijinja::Environment::new();
     environment.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     environment.set_trim_blocks(true);
-    environment.add_template("head-screen", HEAD_TEMPLATE).map_err(|error| error.to_string())?;
-    let template = environment.get_template("head-screen").map_err(|error| error.to_string())?;
-    template.render(minijinja::context! { user_messages => user_messages }).map_err(|error| error.to_string())
+    environment.add_template("head-screen", HEAD_TEMPLATE)?;
+    let template = environment.get_template("head-screen")?;
+    template.render(minijinja::context! { user_messages => user_messages })
 }
 
 impl HeadFile {

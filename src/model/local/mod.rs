@@ -183,6 +183,11 @@ fn tensor_error(error: candle_core::Error) -> ModelError {
     ModelError::Unavailable("local".to_owned(), format!("the forward pass failed: {error}"))
 }
 
+/// A tokenizer or template error at decision time, with its own message.
+fn unavailable(error: impl std::fmt::Display) -> ModelError {
+    ModelError::Unavailable("local".to_owned(), error.to_string())
+}
+
 fn read_content(path: &Path) -> Result<(Content, std::fs::File), LoadError> {
     let mut file = std::fs::File::open(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
@@ -221,7 +226,7 @@ impl LocalBackend {
         };
         let token_text = |id: Option<u32>| id.and_then(|id| tokenizer.token_text(id)).unwrap_or_default();
         let chat = chat::ChatTemplate::new(template, token_text(tokenizer.bos), token_text(Some(tokenizer.eos)))
-            .map_err(LoadError::Metadata)?;
+            .map_err(|error| LoadError::Metadata(error.to_string()))?;
         let f32_weights = match settings.weights {
             WeightFormat::F32 => true,
             WeightFormat::Quantized => false,
@@ -313,9 +318,7 @@ impl LocalBackend {
     /// and was not cut): a call it does not read whole is never cleared.
     pub fn head_reads_whole_call(&self, input: &head::ScreenInput) -> Result<bool, ModelError> {
         let tokenizer = &self.loaded.tokenizer;
-        let call = tokenizer
-            .encode(&tokenizer.neutralise(&input.call))
-            .map_err(|error| ModelError::Unavailable("local".to_owned(), error))?;
+        let call = tokenizer.encode(&tokenizer.neutralise(&input.call)).map_err(unavailable)?;
         Ok(!input.cut && call.len() <= head::MAX_CALL_TOKENS)
     }
 
@@ -328,10 +331,14 @@ impl LocalBackend {
     /// for tests of the forward pass. Decisions go through [`DecisionModel::answer`].
     pub fn complete(&self, system: &str, user: &str, max_new_tokens: u32) -> Result<String, ModelError> {
         let loaded = &self.loaded;
-        let text =
-            loaded.chat.render(system, user).map_err(|error| ModelError::Unavailable(self.name.clone(), error))?;
-        let prompt =
-            loaded.tokenizer.encode(&text).map_err(|error| ModelError::Unavailable(self.name.clone(), error))?;
+        let text = loaded
+            .chat
+            .render(system, user)
+            .map_err(|error| ModelError::Unavailable(self.name.clone(), error.to_string()))?;
+        let prompt = loaded
+            .tokenizer
+            .encode(&text)
+            .map_err(|error| ModelError::Unavailable(self.name.clone(), error.to_string()))?;
         let cancelled = AtomicBool::new(false);
         let stop = Stop { started: Instant::now(), deadline: None, cancelled: &cancelled };
         let mut usage = Usage::default();
@@ -487,7 +494,6 @@ impl Loaded {
         stop: &Stop,
     ) -> Result<(Vec<f32>, usize, bool), ModelError> {
         let tokenizer = &self.tokenizer;
-        let unavailable = |error: String| ModelError::Unavailable("local".to_owned(), error);
         let messages: Vec<String> = input.user_messages.iter().map(|message| tokenizer.neutralise(message)).collect();
         let context = head::render_context(&messages).map_err(unavailable)?;
         let mut context = tokenizer.encode(&context).map_err(unavailable)?;
@@ -529,11 +535,8 @@ impl Loaded {
             tokenizer.neutralise(&request.transcript),
             tokenizer.neutralise(&request.question_block)
         );
-        let text = self
-            .chat
-            .render(&tokenizer.neutralise(&request.system), &user)
-            .map_err(|error| ModelError::Unavailable("local".to_owned(), error))?;
-        tokenizer.encode(&text).map_err(|error| ModelError::Unavailable("local".to_owned(), error))
+        let text = self.chat.render(&tokenizer.neutralise(&request.system), &user).map_err(unavailable)?;
+        tokenizer.encode(&text).map_err(unavailable)
     }
 
     /// Runs `prompt` from the longest cached prefix; returns the state after it and the
@@ -568,10 +571,7 @@ impl Loaded {
             .options
             .iter()
             .map(|option| {
-                let mut tokens = self
-                    .tokenizer
-                    .encode(option.id)
-                    .map_err(|error| ModelError::Unavailable("local".to_owned(), error))?;
+                let mut tokens = self.tokenizer.encode(option.id).map_err(unavailable)?;
                 tokens.push(end);
                 Ok(tokens)
             })
@@ -637,7 +637,7 @@ impl Loaded {
                 .map_err(tensor_error)?;
         }
         add(&mut usage.completion_tokens, output.len());
-        self.tokenizer.decode(&output).map_err(|error| ModelError::Unavailable("local".to_owned(), error))
+        self.tokenizer.decode(&output).map_err(unavailable)
     }
 }
 

@@ -8,7 +8,8 @@
 //!
 //! On failure (a SentencePiece model, a pre-tokenizer we do not know, broken metadata) loading
 //! stops with an error naming what is unsupported: a guessed tokenizer would feed the model
-//! ids it never saw and make its answers meaningless.
+//! ids it never saw and make its answers meaningless. Encoding or decoding that fails at
+//! decision time is a [`TokenizerError`].
 
 use candle_core::quantized::gguf_file::{Content, Value};
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
@@ -21,6 +22,15 @@ use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 
 use super::LoadError;
+
+/// Why text could not be turned into ids or back; shows the `tokenizers` crate's message.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("{0}")]
+    Encode(tokenizers::Error),
+    #[error("{0}")]
+    Decode(tokenizers::Error),
+}
 
 /// Llama 3's pre-tokenizer split (from its `tokenizer.json`).
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
@@ -172,15 +182,12 @@ impl GgufTokenizer {
 
     /// Ids of `text`, where special-token texts become their special tokens (the chat template
     /// writes them; [`Self::neutralise`] has already broken up any inside contents).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        self.inner
-            .encode_fast(text, false)
-            .map(|encoding| encoding.get_ids().to_vec())
-            .map_err(|error| error.to_string())
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        self.inner.encode_fast(text, false).map(|encoding| encoding.get_ids().to_vec()).map_err(TokenizerError::Encode)
     }
 
-    pub fn decode(&self, ids: &[u32]) -> Result<String, String> {
-        self.inner.decode(ids, true).map_err(|error| error.to_string())
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.inner.decode(ids, true).map_err(TokenizerError::Decode)
     }
 
     /// The text of token `id` (for the chat template's `bos_token` / `eos_token`).
