@@ -28,8 +28,10 @@ pub const CONFIG_ENV: &str = "PERMIT_CONFIG";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config `{path}`: {source}")]
-    Read { path: String, source: std::io::Error },
+    // Not `source`: the message already carries the I/O error's text, and `{:#}` would print
+    // a source a second time.
+    #[error("cannot read config `{path}`: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("config `{path}` is not valid TOML for permit: {message}")]
     Parse { path: String, message: String },
     #[error("config `{path}`: {message}")]
@@ -933,7 +935,7 @@ impl Config {
             return Ok(Config::embedded_default());
         };
         let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+            .map_err(|cause| ConfigError::Read { path: path.display().to_string(), cause })?;
         Self::from_toml_str(&path.display().to_string(), &text)
     }
 

@@ -556,7 +556,10 @@ fn check_config_rejects_bad_configs_with_a_fix() {
     }
     let output = permit(&["check-config", "--config", "/nonexistent/permit.toml"], "");
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read config `/nonexistent/permit.toml`"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot read config `/nonexistent/permit.toml`"), "{stderr}");
+    // The I/O error is told once, not once in the message and again as its source.
+    assert_eq!(stderr.matches("No such file or directory").count(), 1, "{stderr}");
 }
 
 /// A `permit serve` child on a free loopback port.
