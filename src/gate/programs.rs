@@ -14,7 +14,7 @@
 //! file names (`--files0-from`), changes the system, or writes somewhere not named by a
 //! `WRITE` value. Leaving a harmless option out only costs automation.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::LazyLock;
 
 use crate::decision::Tier;
@@ -261,9 +261,10 @@ pub struct CompiledEntry {
     pub bsd: Option<(Grammar, Grammar)>,
 }
 
-/// Compiled grammars by program name, built once and checked by a unit test.
-static BY_PROGRAM: LazyLock<HashMap<&'static str, Vec<CompiledEntry>>> = LazyLock::new(|| {
-    let mut map: HashMap<&'static str, Vec<CompiledEntry>> = HashMap::new();
+/// Compiled grammars by program name, built once and checked by a unit test. FxHash: one
+/// lookup per shell part, with keys fixed at build time.
+static BY_PROGRAM: LazyLock<FxHashMap<&'static str, Vec<CompiledEntry>>> = LazyLock::new(|| {
+    let mut map: FxHashMap<&'static str, Vec<CompiledEntry>> = FxHashMap::default();
     for entry in SAFE_COMMANDS {
         // A grammar that does not compile vouches for nothing; the unit test names the entry.
         let Ok(gnu) = compile(entry) else { continue };
