@@ -34,6 +34,13 @@ pub enum Role {
     Number,
     /// A search pattern or filter: any value is harmless here.
     Pattern,
+    /// A date in GNU's free-form syntax (`DATE`: `date -d`, `touch -d`, find's `-newermt`),
+    /// printed or compared like text, except that gnulib's `parse_datetime` reads a leading
+    /// `TZ="…"` and glibc then opens the file it names, absolute or climbing out of the zone
+    /// directory (`date -d 'TZ="/dev/tty" now'` opens the person's terminal, and a FIFO hangs
+    /// the call; red-team round 54, as the `TZ=` assignment in round 53). A value that
+    /// mentions `TZ=` in any case is refused.
+    Date,
     /// A script in the program's own language, vetted by the entry's script check (sed, jq, awk).
     Script,
     /// A path-shaped argument whose reading is incidental (`test -f PATH`): judged as a read
@@ -49,6 +56,7 @@ impl Role {
             "TEXT" => Role::Text,
             "NUM" => Role::Number,
             "PATTERN" => Role::Pattern,
+            "DATE" => Role::Date,
             "SCRIPT" => Role::Script,
             "PATH" => Role::MaybeRead,
             _ => return None,
@@ -199,6 +207,7 @@ pub enum Refusal {
     MissingValue(String),
     UnexpectedValue(String),
     NotANumber(String, String),
+    ZoneInDate(String, String),
     Operands(usize),
 }
 
@@ -210,6 +219,9 @@ impl fmt::Display for Refusal {
             Refusal::UnexpectedValue(option) => write!(f, "the switch `{option}` with a value"),
             Refusal::NotANumber(option, value) => {
                 write!(f, "the option `{option}` with `{value}`, which is not a number")
+            }
+            Refusal::ZoneInDate(option, value) => {
+                write!(f, "the option `{option}` with the date `{value}`, whose `TZ=` makes the program open a file")
             }
             Refusal::Operands(count) => write!(f, "{count} operands, which its grammar does not accept"),
         }
@@ -492,9 +504,19 @@ impl Grammar {
         {
             return Err(Refusal::NotANumber(spec.name(), value.clone()));
         }
+        if let Some((value, _)) = given.values.iter().find(|(value, role)| *role == Role::Date && names_a_zone(value)) {
+            return Err(Refusal::ZoneInDate(spec.name(), value.clone()));
+        }
         parsed.options.push(given);
         Ok(next)
     }
+}
+
+/// Whether a date value carries a time zone rule (`TZ="…"`), which gnulib's date parser hands
+/// to glibc, which opens the zone file it names. Any case and any quoting, so the test is wider
+/// than the parser's own `TZ="`.
+pub fn names_a_zone(value: &str) -> bool {
+    value.as_bytes().windows(3).any(|window| window.eq_ignore_ascii_case(b"tz="))
 }
 
 /// A number as options take them: an optional sign, digits, then digits, `.`, `,`, `-`, `:`

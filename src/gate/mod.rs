@@ -768,7 +768,7 @@ impl Gate {
                         self.judge_path(unit, value, Access::Write, *base, workspace);
                     }
                 }
-                Role::Text | Role::Number | Role::Pattern | Role::Script => {}
+                Role::Text | Role::Number | Role::Pattern | Role::Date | Role::Script => {}
             }
         };
         for given in &parsed.options {

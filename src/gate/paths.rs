@@ -536,6 +536,8 @@ fn is_sensitive_listed_name(name: &str) -> bool {
         // Round 48: Flutter's Android signing passwords, Azure Functions' connection strings,
         // Sublime SFTP's and Atom's FTP passwords, a GnuPG secret keyring, database shell histories.
         | "key.properties"
+        // Round 54: WordPress keeps its database password and auth salts here.
+        | "wp-config.php"
         | "local.settings.json"
         | "sftp-config.json"
         | ".ftpconfig"

@@ -1845,7 +1845,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     },
     SafeEntry {
         options: &[
-            "-d, --date=TEXT",
+            "-d, --date=DATE",
             "-u, --utc, --universal",
             "-I, --iso-8601[=TEXT]",
             "-R, --rfc-email",
@@ -1854,8 +1854,14 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "--debug",
         ],
         operands: "TEXT?",
-        matches: &["date -u +%Y-%m-%d", "date"],
-        not_matches: &["date -s '2020-01-01'", "date -f /home/dev/.netrc", "date 0101000020"],
+        matches: &["date -u +%Y-%m-%d", "date", "date -d yesterday +%F", "date --date='2024-01-01 12:00 UTC' +%s"],
+        not_matches: &[
+            "date -s '2020-01-01'",
+            "date -f /home/dev/.netrc",
+            "date 0101000020",
+            "date -d 'TZ=\"/dev/tty\" now'",
+            "date --date='tz=\":/dev/tty\" 2020-01-01'",
+        ],
         check: Some(date_check),
         ..entry("safe.date", &["date"])
     },
@@ -2204,7 +2210,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         options: &[
             "-a",
             "-c, --no-create",
-            "-d, --date=TEXT",
+            "-d, --date=DATE",
             "-h, --no-dereference",
             "-m",
             "-r, --reference=READ",
@@ -2212,8 +2218,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "--time=TEXT",
         ],
         operands: "WRITE...",
-        matches: &["touch src/new.rs"],
-        not_matches: &["touch /etc/x", "touch ~/.hushlogin"],
+        matches: &["touch src/new.rs", "touch -d '2 hours ago' src/new.rs"],
+        not_matches: &["touch /etc/x", "touch ~/.hushlogin", "touch -d 'TZ=\"/dev/tty\" now' f"],
         ..entry("write.touch", &["touch"])
     },
     SafeEntry {
@@ -3257,7 +3263,7 @@ const FIND_PRIMARIES: &[(&str, Option<Role>)] = &[
     ("-inum", Some(Role::Text)),
     ("-fstype", Some(Role::Text)),
     ("-printf", Some(Role::Text)),
-    ("-newermt", Some(Role::Text)),
+    ("-newermt", Some(Role::Date)),
     ("-newer", Some(Role::Read)),
     ("-anewer", Some(Role::Read)),
     ("-cnewer", Some(Role::Read)),
@@ -3270,6 +3276,7 @@ pub static FIND_ENTRY: SafeEntry = SafeEntry {
         "find . -name '*.rs' -type f",
         "find src -maxdepth 2",
         "find . -newer Cargo.toml -name '*.rs'",
+        "find src -newermt '2024-01-01 10:00' -type f",
         "find . -name '*.orig' -print",
     ],
     not_matches: &[
@@ -3279,6 +3286,7 @@ pub static FIND_ENTRY: SafeEntry = SafeEntry {
         "find . -fprint /tmp/x",
         "find . -name *.rs",
         "find . -newer ~/.ssh/id_rsa",
+        "find . -newermt 'TZ=\"/dev/tty\" now'",
     ],
     ..entry("safe.find", &["find"])
 };
@@ -3323,6 +3331,10 @@ fn judge_find(args: &[String]) -> Judgement {
             let Some(value) = args.get(index) else {
                 return Judgement::Refused { entry: &FIND_ENTRY, reason: format!("uses `{arg}` without its value") };
             };
+            if *role == Role::Date && crate::gate::argspec::names_a_zone(value) {
+                let refusal = crate::gate::argspec::Refusal::ZoneInDate(arg.clone(), value.clone());
+                return Judgement::Refused { entry: &FIND_ENTRY, reason: describe(&refusal) };
+            }
             parsed.slots[index] = Some(crate::gate::argspec::Slot::Value { option: 0, role: *role });
             given.values.push((value.clone(), *role));
             index += 1;
