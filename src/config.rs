@@ -281,6 +281,10 @@ pub struct ArgumentSpec {
     /// Fields holding a ripgrep type name (Claude Code's Grep `type`): a type whitelists its
     /// globs past the hidden-file check, so only source-language types are vouched for.
     pub search_types: Vec<String>,
+    /// Fields holding the search pattern (Claude Code's Grep `pattern`): a pattern starting
+    /// with `-` is not vouched for, since a host that passes it to ripgrep as a bare argument
+    /// runs `--pre=./x.sh` as an option.
+    pub search_patterns: Vec<String>,
 }
 
 impl ArgumentSpec {

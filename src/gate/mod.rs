@@ -1052,6 +1052,24 @@ impl Gate {
                 self.judge_path(&mut unit, fixed, Access::Read, base.as_deref(), workspace);
             }
         }
+        // A pattern is harmless only as a pattern: one starting with `-` is an option to a host
+        // that hands it to ripgrep as a bare argument (`--pre=./x.sh` runs the agent's script
+        // for every file searched; OpenCode shipped that bug). Hosts that pass it after `-e`
+        // are safe either way, but the gate cannot tell them apart (red-team round 55).
+        for field in &arguments.search_patterns {
+            if let Some(Value::String(pattern)) = call.input.get(field.as_str())
+                // After any blank a host may trim (JavaScript's `trim` also strips U+FEFF).
+                && pattern.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}').starts_with('-')
+            {
+                unit.path_tier = unit.path_tier.max(Tier::High);
+                unit.add(
+                    ReasonCode::OpaqueExecution,
+                    field.as_str(),
+                    "starts with `-`, which ripgrep reads as an option (`--pre` runs a program) when a host passes the pattern bare",
+                    None,
+                );
+            }
+        }
         // A ripgrep-backed search (Claude Code's Grep): an include glob overrides hidden and
         // ignore rules (`glob: ".env"` prints it), and rg searches a hidden directory it is
         // pointed at; neither is vouched for.

@@ -192,6 +192,23 @@ fn grep_include_globs_are_never_vouched_for() {
     }
 }
 
+/// Claude Code's Grep: a pattern starting with `-` is an option to a host that passes it to
+/// ripgrep bare (`--pre=./x.sh` runs a program; red-team round 55), so it is not vouched for.
+#[test]
+fn grep_patterns_that_look_like_options_are_never_vouched_for() {
+    let gate = gate();
+    let context = CallContext { cwd: Some(CWD) };
+    let decide = |pattern: &str| gate.evaluate(&call("Grep", json!({ "pattern": pattern })), context);
+    for allowed in ["TODO", "fn main", "a-b", "\\-x"] {
+        assert_eq!(decide(allowed).action, GateAction::Allow, "{allowed}");
+    }
+    for refused in ["--pre=./x.sh", "-e", "-", "--hidden", " --pre=x", "\u{feff}-x"] {
+        let outcome = decide(refused);
+        assert_eq!(outcome.action, GateAction::Classify, "{refused}");
+        assert_eq!(outcome.primary, ReasonCode::OpaqueExecution, "{refused}");
+    }
+}
+
 #[test]
 fn file_tools_are_judged_by_their_paths() {
     let gate = gate();

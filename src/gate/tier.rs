@@ -145,6 +145,7 @@ pub fn preset_tools(preset: Preset) -> Vec<ToolSpec> {
                 ArgumentSpec {
                     search_globs: vec!["glob".to_owned()],
                     search_types: vec!["type".to_owned()],
+                    search_patterns: vec!["pattern".to_owned()],
                     ..reads(&["path"])
                 },
             ),
