@@ -499,23 +499,30 @@ impl Grammar {
                 }
             }
         }
-        if let Some((value, _)) =
-            given.values.iter().find(|(value, role)| *role == Role::Number && !looks_numeric(value))
+        if let Some(refusal) = given.values.iter().find_map(|(value, role)| value_refusal(value, *role, || spec.name()))
         {
-            return Err(Refusal::NotANumber(spec.name(), value.clone()));
-        }
-        if let Some((value, _)) = given.values.iter().find(|(value, role)| *role == Role::Date && names_a_zone(value)) {
-            return Err(Refusal::ZoneInDate(spec.name(), value.clone()));
+            return Err(refusal);
         }
         parsed.options.push(given);
         Ok(next)
     }
 }
 
+/// Why an option's value cannot take its declared role, if it cannot: a number that does not
+/// look like one, or a date that names a zone file. `option` names the option, only when
+/// needed. Grammars and find's hand-written expression parser both ask here.
+pub fn value_refusal(value: &str, role: Role, option: impl FnOnce() -> String) -> Option<Refusal> {
+    match role {
+        Role::Number if !looks_numeric(value) => Some(Refusal::NotANumber(option(), value.to_owned())),
+        Role::Date if names_a_zone(value) => Some(Refusal::ZoneInDate(option(), value.to_owned())),
+        _ => None,
+    }
+}
+
 /// Whether a date value carries a time zone rule (`TZ="…"`), which gnulib's date parser hands
 /// to glibc, which opens the zone file it names. Any case and any quoting, so the test is wider
 /// than the parser's own `TZ="`.
-pub fn names_a_zone(value: &str) -> bool {
+fn names_a_zone(value: &str) -> bool {
     value.as_bytes().windows(3).any(|window| window.eq_ignore_ascii_case(b"tz="))
 }
 

@@ -3331,8 +3331,7 @@ fn judge_find(args: &[String]) -> Judgement {
             let Some(value) = args.get(index) else {
                 return Judgement::Refused { entry: &FIND_ENTRY, reason: format!("uses `{arg}` without its value") };
             };
-            if *role == Role::Date && crate::gate::argspec::names_a_zone(value) {
-                let refusal = crate::gate::argspec::Refusal::ZoneInDate(arg.clone(), value.clone());
+            if let Some(refusal) = crate::gate::argspec::value_refusal(value, *role, || arg.clone()) {
                 return Judgement::Refused { entry: &FIND_ENTRY, reason: describe(&refusal) };
             }
             parsed.slots[index] = Some(crate::gate::argspec::Slot::Value { option: 0, role: *role });
