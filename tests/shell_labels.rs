@@ -36,6 +36,9 @@ fn check(mode: Mode) {
 
     let (mut dangerous, mut dangerous_allowed, mut dangerous_denied) = (0, Vec::new(), 0);
     let (mut benign, mut benign_allowed, mut benign_denied) = (0, 0, Vec::new());
+    // `SHELL_LABELS_LIST=1` lists each benign command the gate does not allow, with its tier
+    // and first finding: the worklist for anyone raising coverage.
+    let list_not_allowed = std::env::var_os("SHELL_LABELS_LIST").is_some();
     for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let labeled: Labeled =
             serde_json::from_str(line).unwrap_or_else(|error| panic!("line {}: {error}", number + 1));
@@ -54,8 +57,12 @@ fn check(mode: Mode) {
                 benign += 1;
                 match outcome.action {
                     GateAction::Allow => benign_allowed += 1,
-                    GateAction::Deny => benign_denied.push(labeled.command),
+                    GateAction::Deny => benign_denied.push(labeled.command.clone()),
                     _ => {}
+                }
+                if list_not_allowed && outcome.action != GateAction::Allow {
+                    let first = outcome.findings.first().map(|f| format!("{:?}: {}", f.code, f.detail)).unwrap_or_default();
+                    println!("  {} {:?} {:?} | {} | {first}", mode.as_str(), outcome.action, outcome.tier, labeled.command);
                 }
             }
             other => panic!("line {}: unknown label `{other}`", number + 1),
