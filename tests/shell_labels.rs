@@ -61,8 +61,15 @@ fn check(mode: Mode) {
                     _ => {}
                 }
                 if list_not_allowed && outcome.action != GateAction::Allow {
-                    let first = outcome.findings.first().map(|f| format!("{:?}: {}", f.code, f.detail)).unwrap_or_default();
-                    println!("  {} {:?} {:?} | {} | {first}", mode.as_str(), outcome.action, outcome.tier, labeled.command);
+                    let first =
+                        outcome.findings.first().map(|f| format!("{:?}: {}", f.code, f.detail)).unwrap_or_default();
+                    println!(
+                        "  {} {:?} {:?} | {} | {first}",
+                        mode.as_str(),
+                        outcome.action,
+                        outcome.tier,
+                        labeled.command
+                    );
                 }
             }
             other => panic!("line {}: unknown label `{other}`", number + 1),

@@ -583,6 +583,13 @@ impl Gate {
                 "reads a here-document or here-string that expands variables or substitutions (it may print secrets)",
             ),
             (part.privileged, ReasonCode::PrivilegeEscalation, "runs with elevated privileges (`sudo`/`doas`)"),
+            (
+                // find may hand on any file under its start path, `.git` internals included:
+                // only a program that just reads them is vouched for.
+                part.found_paths && !(known.is_some() && unit.command_tier == Tier::Low),
+                ReasonCode::DynamicCommand,
+                "runs on the file names `find` finds at run time, which the gate vouches for only when the program just reads them",
+            ),
         ];
         for (applies, code, detail) in raises {
             if applies {

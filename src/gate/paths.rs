@@ -711,38 +711,6 @@ fn bracket(pattern: &[char], open: usize, c: char) -> Option<(bool, usize)> {
 /// sample sensitive names, following bash (`*` does not match a leading dot); a bare `*`
 /// carries no intent and is not flagged. Plain paths return `false`.
 pub fn glob_may_match_sensitive(raw: &str) -> bool {
-    // `..` too: dash, and bash before 5.2 (or with `globskipdots` off), let `.[.]` and `.?`
-    // match the parent entry, so `.[.]/.[.]/home` climbs out (red-team round 37).
-    const SAMPLES: [&str; 28] = [
-        "..",
-        ".env",
-        ".env.local",
-        "id_rsa",
-        "id_ed25519",
-        ".netrc",
-        ".git-credentials",
-        "server.key",
-        "cert.pem",
-        ".npmrc",
-        ".pgpass",
-        ".ssh",
-        ".aws",
-        ".git",
-        "hooks",
-        "credentials",
-        ".claude",
-        "claude.md",
-        "agents.md",
-        ".envrc",
-        ".husky",
-        ".vscode",
-        ".mcp.json",
-        "master.key",
-        "terraform.tfstate",
-        ".gitconfig",
-        ".bashrc",
-        "secrets.yml",
-    ];
     // A byte scan (the three are ASCII): this runs for every path judged, and most have none.
     // A fold without an early exit, which the compiler turns into vector instructions.
     if !raw.bytes().fold(false, |found, byte| found | matches!(byte, b'*' | b'?' | b'[')) {
@@ -753,12 +721,80 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
         if literal < 2 && !component.starts_with('.') {
             return false;
         }
-        SAMPLES
+        SENSITIVE_SAMPLES
             .iter()
             .filter(|sample| component.starts_with('.') || !sample.starts_with('.'))
             .any(|sample| component_glob_matches(component, sample))
     })
 }
+
+/// Whether find's `-name` (or `-iname`) pattern could match a credential file or a
+/// repository-control entry at any depth. Stricter than [`glob_may_match_sensitive`], as find
+/// is: fnmatch without `FNM_PERIOD` lets `*` match a leading dot, and a pattern of wildcards
+/// alone (`*`, `?*`) finds every file, secrets included. A pattern with `/` never matches in
+/// find and is refused as a mistake. Case is ignored (`-iname`, and case-insensitive disks).
+pub fn find_name_may_match_sensitive(pattern: &str) -> bool {
+    let pattern = pattern.to_ascii_lowercase();
+    if pattern.is_empty() || pattern.contains('/') {
+        return true;
+    }
+    if !pattern.contains(['*', '?', '[', '\\']) {
+        return is_sensitive_name(&pattern) || SENSITIVE_SAMPLES.contains(&pattern.as_str());
+    }
+    SENSITIVE_SAMPLES.iter().any(|sample| component_glob_matches(&pattern, sample))
+}
+
+/// Names a wildcard is tried against to tell whether it may reach a secret or a
+/// repository-control entry: credential files, one name per secret extension
+/// ([`SENSITIVE_EXTENSIONS`], so `*.p12` is caught), agents' and shells' configuration, `.git`.
+/// `..` too: dash, and bash before 5.2 (or with `globskipdots` off), let `.[.]` and `.?` match
+/// the parent entry, so `.[.]/.[.]/home` climbs out (red-team round 37).
+const SENSITIVE_SAMPLES: [&str; 44] = [
+    "..",
+    ".env",
+    ".env.local",
+    "id_rsa",
+    "id_ed25519",
+    ".netrc",
+    ".git-credentials",
+    "server.key",
+    "cert.pem",
+    ".npmrc",
+    ".pgpass",
+    ".ssh",
+    ".aws",
+    ".git",
+    "hooks",
+    "credentials",
+    ".claude",
+    "claude.md",
+    "agents.md",
+    ".envrc",
+    ".husky",
+    ".vscode",
+    ".mcp.json",
+    "master.key",
+    "terraform.tfstate",
+    ".gitconfig",
+    ".bashrc",
+    "secrets.yml",
+    "x.p12",
+    "x.p8",
+    "x.pfx",
+    "x.keystore",
+    "x.jks",
+    "x.kdbx",
+    "x.tfvars",
+    "x.ppk",
+    "x.ovpn",
+    "x.keytab",
+    "x.authinfo",
+    "id_ecdsa",
+    "id_dsa",
+    "kubeconfig",
+    ".vault_pass",
+    "x.env",
+];
 
 fn credential_location(path: &str, home: &str) -> bool {
     const HOME_DIRS: [&str; 14] = [
@@ -1327,6 +1363,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_secret_extension_has_a_sample() {
+        for extension in SENSITIVE_EXTENSIONS {
+            assert!(
+                SENSITIVE_SAMPLES.iter().any(|sample| sample.rsplit_once('.').is_some_and(|(_, ext)| ext == extension)),
+                "no sample ends in `.{extension}`"
+            );
+        }
+        for sample in SENSITIVE_SAMPLES.iter().filter(|sample| sample.starts_with("x.")) {
+            assert!(is_sensitive_name(sample), "{sample}");
+        }
+    }
+
+    #[test]
+    fn find_names_are_judged_with_fnmatch() {
+        for pattern in ["*.rs", "*.toml", "Cargo.toml", "*_test.go", "*.orig"] {
+            assert!(!find_name_may_match_sensitive(pattern), "{pattern}");
+        }
+        // `*` matches a leading dot in find, and a bare wildcard finds every file.
+        for pattern in [
+            "*",
+            "?*",
+            "*env",
+            "*.ENV",
+            ".e*",
+            "*.pem",
+            "*.P12",
+            "id_*",
+            "*rc",
+            "a/b",
+            "",
+            ".env",
+            "secrets.rs",
+            "[.]env",
+        ] {
+            assert!(find_name_may_match_sensitive(pattern), "{pattern}");
+        }
+    }
+
+    #[test]
     fn every_backup_suffix_ends_in_a_byte_the_fast_check_knows() {
         for suffix in BACKUP_SUFFIXES {
             assert!(suffix.as_bytes().last().is_some_and(|last| b"kpdgey~".contains(last)), "{suffix}");
@@ -1473,6 +1548,8 @@ mod tests {
         assert!(glob_may_match_sensitive(".git/hook?/pre-commit"));
         assert!(glob_may_match_sensitive("/home/dev/.ss?/id_rs?"));
         assert!(!glob_may_match_sensitive("src/*.rs"));
+        assert!(glob_may_match_sensitive("*.p12"));
+        assert!(glob_may_match_sensitive("src/*.tfvars"));
         assert!(!glob_may_match_sensitive("tests/**/*.json"));
         assert!(glob_may_match_sensitive(".claud?/settings.local.json"));
         assert!(glob_may_match_sensitive("CLAUDE.m?"));

@@ -3343,6 +3343,124 @@ fn judge_find(args: &[String]) -> Judgement {
     Judgement::Known { entry: &FIND_ENTRY, grammar: &GRAMMAR, parsed, alternates: Vec::new(), tier: Tier::Low }
 }
 
+/// Tests find may apply before it hands the names it finds to another program: each narrows
+/// the names (they are and-ed, left to right, before the action). Left out: `-o`, `,`, `!`,
+/// parentheses (an alternative finds names the `-name` test never saw), `-follow` (climbs
+/// through symbolic links out of the start directory), and every action.
+const FOUND_NAME_FILTERS: &[&str] = &[
+    "-a",
+    "-and",
+    "-name",
+    "-iname",
+    "-path",
+    "-ipath",
+    "-wholename",
+    "-iwholename",
+    "-regex",
+    "-iregex",
+    "-regextype",
+    "-type",
+    "-xtype",
+    "-maxdepth",
+    "-mindepth",
+    "-mtime",
+    "-mmin",
+    "-atime",
+    "-amin",
+    "-ctime",
+    "-cmin",
+    "-used",
+    "-size",
+    "-perm",
+    "-user",
+    "-group",
+    "-uid",
+    "-gid",
+    "-links",
+    "-inum",
+    "-fstype",
+    "-newer",
+    "-anewer",
+    "-cnewer",
+    "-samefile",
+    "-newermt",
+    "-empty",
+    "-readable",
+    "-writable",
+    "-executable",
+    "-true",
+    "-depth",
+    "-xdev",
+    "-mount",
+    "-noleaf",
+    "-nouser",
+    "-nogroup",
+    "-daystart",
+    "-ignore_readdir_race",
+    "-noignore_readdir_race",
+    "-nowarn",
+    "-warn",
+];
+
+/// The file names `find START… TEST…` hands on (to `-exec PROGRAM … {} +`, or printed with
+/// `-print0` into `xargs -0`), written as one glob word per start path: `find src -name
+/// '*.rs'` finds `src/*.rs` at any depth. `args` are find's words before its action; `plain`
+/// says whether each is literal (no run-time value, no unquoted glob).
+///
+/// Vouched for only when every name is a path under a literal start path and one and-ed
+/// `-name`/`-iname` pattern could not match a secret or repository-control name under find's
+/// own matching ([`paths::find_name_may_match_sensitive`]): then each name starts with its
+/// start path (never `-`, so never an option) and is judged as a read of that glob. Deeper
+/// directories are judged as a glob's `*` is, by the name at the end. `Err` says why not.
+pub fn found_names(args: &[String], plain: &[bool]) -> Result<Vec<String>, String> {
+    if args.iter().zip(plain).any(|(_, plain)| !plain) || plain.len() < args.len() {
+        return Err("finds names from words only known at run time".to_owned());
+    }
+    let mut index = 0;
+    if args.first().is_some_and(|arg| matches!(arg.as_str(), "-H" | "-L")) {
+        return Err("follows symbolic links (`-H`, `-L`) out of where it starts".to_owned());
+    }
+    while args.get(index).is_some_and(|arg| arg == "-P") {
+        index += 1;
+    }
+    let is_expression = |arg: &str| arg.starts_with('-') || matches!(arg, "!" | "(" | ")" | ",");
+    let mut starts = Vec::new();
+    while let Some(start) = args.get(index).filter(|arg| !is_expression(arg)) {
+        starts.push(start.as_str());
+        index += 1;
+    }
+    if starts.is_empty() {
+        return Err("starts where it was run without naming the directory (`find -name …`)".to_owned());
+    }
+    let mut names = None;
+    while let Some(arg) = args.get(index) {
+        if !FOUND_NAME_FILTERS.contains(&arg.as_str()) {
+            return Err(format!("hands on names chosen with `{arg}`, which is not one and-ed test"));
+        }
+        let takes_value = FIND_PRIMARIES.iter().any(|(name, role)| name == arg && role.is_some());
+        if takes_value {
+            let Some(value) = args.get(index + 1) else {
+                return Err(format!("uses `{arg}` without its value"));
+            };
+            if matches!(arg.as_str(), "-name" | "-iname") && names.is_none() {
+                if crate::gate::paths::find_name_may_match_sensitive(value) {
+                    return Err(format!(
+                        "hands on every name matching `{value}`, which could be a secret or a repository-control file"
+                    ));
+                }
+                names = Some(value.as_str());
+            }
+            index += 2;
+        } else {
+            index += 1;
+        }
+    }
+    let Some(pattern) = names else {
+        return Err("hands on names no `-name` test narrows, secrets among them".to_owned());
+    };
+    Ok(starts.iter().map(|start| format!("{}/{pattern}", start.trim_end_matches('/'))).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -3355,6 +3473,34 @@ mod tests {
         for refused in [". -delete", ". -exec rm {} ;", ". -name", ". -fls out", ". -execdir sh -c x ;"] {
             assert!(matches!(judge_find(&args(refused)), Judgement::Refused { .. }), "{refused}");
         }
+    }
+
+    #[test]
+    fn found_names_need_a_narrowing_name_test() {
+        let words = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        let found = |text: &str| {
+            let args = words(text);
+            found_names(&args, &vec![true; args.len()])
+        };
+        assert_eq!(found(". -name *.rs -type f").unwrap(), ["./*.rs"]);
+        assert_eq!(found("src/ tests -type f -name *.rs").unwrap(), ["src/*.rs", "tests/*.rs"]);
+        for refused in [
+            ". -type f",
+            "-name *.rs",
+            ". -name *",
+            ". -name .env*",
+            ". -name *.rs -o -name .env",
+            ". ! -name *.rs",
+            "-L . -name *.rs",
+            ". -follow -name *.rs",
+            ". -name *.rs -print",
+            ". -name",
+            ". -name *.pem",
+        ] {
+            assert!(found(refused).is_err(), "{refused}");
+        }
+        let args = words(". -name *.rs");
+        assert!(found_names(&args, &[true, true, false]).is_err());
     }
 
     #[test]

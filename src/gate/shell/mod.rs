@@ -221,6 +221,13 @@ pub struct CommandPart {
     /// at run time. Kept apart from `dynamic_args`, which is recomputed from the words left
     /// when a wrapper is stripped.
     pub arguments_from_input: bool,
+    /// Its last arguments are the file names a `find` finds at run time (`find … -exec PROGRAM
+    /// … {} +`, `find … -print0 | xargs -0 PROGRAM`), written as the glob they match
+    /// ([`crate::gate::programs::found_names`]): vouched for only when the program just reads.
+    pub found_paths: bool,
+    /// Run by `xargs` with only `-0` / `-r` of its own: each NUL-ended input item becomes one
+    /// whole argument, never split or unquoted.
+    pub null_separated_arguments: bool,
     /// Runs under `sudo` / `doas`.
     pub privileged: bool,
     /// Files the command's redirections read or write (`None`: the target is only known at run time).
@@ -554,6 +561,9 @@ enum Stdin {
 struct PipeInput {
     from_pipe: bool,
     from_network: bool,
+    /// The part (an index into the analysis's parts) that alone makes up the previous
+    /// pipeline element, when it is `find … -print0`: what `xargs -0` reads is its names.
+    null_separated_names_from: Option<usize>,
 }
 
 impl Walker<'_> {
@@ -911,8 +921,13 @@ impl Walker<'_> {
             }
             let produced = &self.analysis.parts[first_part..];
             let fetches = produced.iter().any(|part| FETCHERS.contains(&part.program()));
-            input =
-                PipeInput { from_pipe: index + 1 < pipeline.seq.len(), from_network: input.from_network || fetches };
+            let prints_found_names = matches!(produced, [part] if part.program() == "find"
+                && part.args().last().is_some_and(|last| last == "-print0"));
+            input = PipeInput {
+                from_pipe: index + 1 < pipeline.seq.len(),
+                from_network: input.from_network || fetches,
+                null_separated_names_from: prints_found_names.then_some(first_part),
+            };
         }
     }
 
@@ -1788,6 +1803,10 @@ impl Walker<'_> {
         // `nohup` or `env` is not the wrapper of that name, whatever the words after it.
         let shadowed = part.argv.first().is_some_and(|first| self.functions.iter().any(|function| function == first));
         self.unwrap_wrappers(&mut part);
+        if part.arguments_from_input && part.null_separated_arguments && !part.stdin_redirected {
+            self.take_found_names_from_pipe(&mut part, input);
+        }
+        let found_names_runner = if part.program() == "find" { self.split_find_exec(&mut part) } else { None };
         if shadowed || self.functions.iter().any(|function| function == part.program()) {
             // A function defined earlier in the line shadows the program of that name.
             part.dynamic_program = true;
@@ -1805,9 +1824,77 @@ impl Walker<'_> {
         );
         self.track_writes_and_cd(&part, stdin_text.as_deref());
         self.analysis.parts.push(part);
-        if self.analysis.parts.len() == MAX_PARTS {
+        if let Some(mut runner) = found_names_runner {
+            // The program `-exec` runs is a command of its own: wrappers are stripped and
+            // code it runs is followed as for any other.
+            self.unwrap_wrappers(&mut runner);
+            runner.followed = self.follow_execution(&runner, PipeInput::default(), None, false, depth);
+            self.analysis.parts.push(runner);
+        }
+        if self.analysis.parts.len() >= MAX_PARTS {
             self.too_many_commands();
         }
+    }
+
+    /// `find … -print0 | xargs -0 PROGRAM …`: the arguments xargs adds are the names that find
+    /// finds, when [`crate::gate::programs::found_names`] can say what they are.
+    fn take_found_names_from_pipe(&self, part: &mut CommandPart, input: PipeInput) {
+        let Some(producer) = input.null_separated_names_from.and_then(|index| self.analysis.parts.get(index)) else {
+            return;
+        };
+        let args = producer.args();
+        let Some((_, expression)) = args.split_last() else { return };
+        let plain: Vec<bool> = producer.arg_flags().iter().map(|flags| !flags.dynamic && !flags.glob).collect();
+        let Ok(names) = crate::gate::programs::found_names(expression, &plain) else { return };
+        part.arguments_from_input = false;
+        part.found_paths = true;
+        for name in names {
+            part.push_word(Expanded { text: name, glob: true, ..Expanded::default() });
+        }
+    }
+
+    /// `find … -exec PROGRAM ARGS… {} +`: when the names find hands on are known
+    /// ([`crate::gate::programs::found_names`]), the `-exec` clause leaves the find part and
+    /// becomes a part of its own, `PROGRAM ARGS…` followed by those names. Any other shape
+    /// (`;`, `{}` elsewhere, `-execdir`, more expression after it) stays with find, which
+    /// refuses it.
+    fn split_find_exec(&self, part: &mut CommandPart) -> Option<CommandPart> {
+        let args = part.args();
+        let exec = args.iter().position(|arg| arg == "-exec")?;
+        let (last, before_last) = (args.len().checked_sub(1)?, args.len().checked_sub(2)?);
+        if args[last] != "+" || args[before_last] != "{}" || before_last <= exec + 1 {
+            return None;
+        }
+        let program_and_args = exec + 1..before_last;
+        // find ends `-exec` at the first `;`: words after one are find's expression again
+        // (`-exec echo ; -delete -exec echo {} +` deletes).
+        if args[program_and_args.clone()].iter().any(|arg| arg.contains("{}") || arg == ";") {
+            return None;
+        }
+        let flags = part.arg_flags();
+        let plain: Vec<bool> = flags[..exec].iter().map(|flags| !flags.dynamic && !flags.glob).collect();
+        let names = crate::gate::programs::found_names(&args[..exec], &plain).ok()?;
+        let mut runner =
+            CommandPart { cwd: part.cwd.clone(), other_cwds: part.other_cwds.clone(), ..CommandPart::default() };
+        for (word, flags) in args[program_and_args.clone()].iter().zip(&flags[program_and_args]) {
+            runner.push_word(Expanded {
+                text: word.clone(),
+                dynamic: flags.dynamic,
+                unsafe_dynamic: flags.dynamic && !flags.harmless_text,
+                glob: flags.glob,
+                glob_leading: flags.glob_leading,
+                ..Expanded::default()
+            });
+        }
+        for name in names {
+            runner.push_word(Expanded { text: name, glob: true, ..Expanded::default() });
+        }
+        runner.found_paths = true;
+        runner.refresh_name();
+        // find's own words end where `-exec` began (argv holds the program first).
+        part.argv.truncate(exec + 1);
+        part.word_flags.truncate(exec + 1);
+        Some(runner)
     }
 
     /// Remembers payloads written to files (for a later `bash file`) and follows `cd`.
