@@ -717,6 +717,16 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
         return false;
     }
     raw.to_ascii_lowercase().split('/').filter(|component| component.contains(['*', '?', '['])).any(|component| {
+        // A bracket expression may hold a class (`[[:punct:]]` matches the `.` of `.env`),
+        // an equivalence class or a range whose ends lowercasing moved (`[Z-f]`): each one
+        // counts as any one character.
+        let widened;
+        let component = if component.contains('[') {
+            widened = widen_brackets(component);
+            widened.as_str()
+        } else {
+            component
+        };
         let literal = component.chars().filter(|c| !"*?[]!".contains(*c)).count();
         if literal < 2 && !component.starts_with('.') {
             return false;
@@ -728,20 +738,75 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
     })
 }
 
-/// Whether find's `-name` (or `-iname`) pattern could match a credential file or a
-/// repository-control entry at any depth. Stricter than [`glob_may_match_sensitive`], as find
-/// is: fnmatch without `FNM_PERIOD` lets `*` match a leading dot, and a pattern of wildcards
-/// alone (`*`, `?*`) finds every file, secrets included. A pattern with `/` never matches in
-/// find and is refused as a mistake. Case is ignored (`-iname`, and case-insensitive disks).
-pub fn find_name_may_match_sensitive(pattern: &str) -> bool {
-    let pattern = pattern.to_ascii_lowercase();
-    if pattern.is_empty() || pattern.contains('/') {
-        return true;
+/// Whether find's `-name` (or `-iname`) pattern is one the gate vouches for as naming no
+/// secret at any depth. An allowlist of shapes, because find's matching outruns any sample
+/// list: fnmatch lets `*` match a leading dot (`*.production` finds `.env.production`), and
+/// bracket expressions hold classes and ranges (`[[:punct:]]env`, `[Z-f]`). Vouched for:
+/// `*.EXT` with EXT a source extension ([`FOUND_NAME_EXTENSIONS`]), or one
+/// literal name that starts with a letter or digit and is not a secret's. Nothing else: no
+/// `?`, `[`, `\`, dot names, or non-ASCII (`-iname` folds `İ` onto `i`).
+/// Metadata of a secret that happens to end in `.rs` (`secrets.rs`, `.env.rs`) can still be
+/// counted, as `wc -l src/*.rs` can count it.
+pub fn find_name_is_vouched(pattern: &str) -> bool {
+    if !pattern.bytes().all(|byte| byte.is_ascii_graphic()) || pattern.contains(['?', '[', ']', '\\', '/']) {
+        return false;
     }
-    if !pattern.contains(['*', '?', '[', '\\']) {
-        return is_sensitive_name(&pattern) || SENSITIVE_SAMPLES.contains(&pattern.as_str());
+    let lower = pattern.to_ascii_lowercase();
+    if let Some(extension) = lower.strip_prefix("*.") {
+        return FOUND_NAME_EXTENSIONS.contains(&extension);
     }
-    SENSITIVE_SAMPLES.iter().any(|sample| component_glob_matches(&pattern, sample))
+    !lower.contains('*')
+        && lower.bytes().next().is_some_and(|first| first.is_ascii_alphanumeric())
+        && !is_sensitive_name(&lower)
+        && !SENSITIVE_SAMPLES.contains(&lower.as_str())
+}
+
+/// Extensions of source code that `find -name '*.EXT'` may hand on: no
+/// configuration or data formats (`*.toml`, `*.yaml`, `*.json`, `*.txt` find `secrets.toml`,
+/// `kubeconfig.yaml`, `service-account.json`, `vault_pass.txt`).
+pub const FOUND_NAME_EXTENSIONS: [&str; 30] = [
+    "rs", "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "go", "java", "kt", "c", "h", "cc", "cpp", "hpp", "cs",
+    "rb", "php", "swift", "scala", "sh", "rst", "html", "css", "scss", "vue", "proto", "sql",
+];
+
+/// A glob component with each closed bracket expression (`[…]`, classes and negations
+/// included) replaced by `?`, which matches whatever any of them could.
+fn widen_brackets(component: &str) -> String {
+    let chars: Vec<char> = component.chars().collect();
+    let mut out = String::with_capacity(component.len());
+    let mut index = 0;
+    while index < chars.len() {
+        if chars[index] == '[' {
+            // The closing `]`: not the first member (`[]a]`), and past any `[:…:]`.
+            let mut end = index + 1;
+            if matches!(chars.get(end), Some('!' | '^')) {
+                end += 1;
+            }
+            if chars.get(end) == Some(&']') {
+                end += 1;
+            }
+            while end < chars.len() && chars[end] != ']' {
+                if chars[end] == '[' && matches!(chars.get(end + 1), Some(':' | '=' | '.')) {
+                    let delimiter = chars[end + 1];
+                    end += 2;
+                    while end + 1 < chars.len() && !(chars[end] == delimiter && chars[end + 1] == ']') {
+                        end += 1;
+                    }
+                    end += 2;
+                } else {
+                    end += 1;
+                }
+            }
+            if end < chars.len() {
+                out.push('?');
+                index = end + 1;
+                continue;
+            }
+        }
+        out.push(chars[index]);
+        index += 1;
+    }
+    out
 }
 
 /// Names a wildcard is tried against to tell whether it may reach a secret or a
@@ -1376,11 +1441,12 @@ mod tests {
     }
 
     #[test]
-    fn find_names_are_judged_with_fnmatch() {
-        for pattern in ["*.rs", "*.toml", "Cargo.toml", "*_test.go", "*.orig"] {
-            assert!(!find_name_may_match_sensitive(pattern), "{pattern}");
+    fn find_names_are_an_allowlist_of_shapes() {
+        for pattern in ["*.rs", "*.RS", "Cargo.toml", "main.rs", "*.py"] {
+            assert!(find_name_is_vouched(pattern), "{pattern}");
         }
-        // `*` matches a leading dot in find, and a bare wildcard finds every file.
+        // `*` matches a leading dot in find, brackets hold classes and ranges, and no sample
+        // list names every secret (red-team round 56).
         for pattern in [
             "*",
             "?*",
@@ -1396,8 +1462,32 @@ mod tests {
             ".env",
             "secrets.rs",
             "[.]env",
+            "[[:punct:]]env",
+            "*.[[:alpha:]]em",
+            ".[Z-f]nv",
+            "*.production",
+            "*.bak",
+            "*.orig",
+            "deploy*",
+            "*.toml",
+            "*.txt",
+            "İd_rsa",
+            "id_rsa",
+            "x.pem",
+            "*_test.go",
         ] {
-            assert!(find_name_may_match_sensitive(pattern), "{pattern}");
+            assert!(!find_name_is_vouched(pattern), "{pattern}");
+        }
+    }
+
+    #[test]
+    fn bracket_expressions_count_as_any_character() {
+        assert_eq!(widen_brackets("[[:punct:]]env"), "?env");
+        assert_eq!(widen_brackets(".[z-f]nv"), ".?nv");
+        assert_eq!(widen_brackets("[]a]x[!b]"), "?x?");
+        assert_eq!(widen_brackets("a[b"), "a[b");
+        for glob in [".[[:alpha:]]nv", "src/[[:lower:]]d_rsa", ".[Z-f]nv"] {
+            assert!(glob_may_match_sensitive(glob), "{glob}");
         }
     }
 

@@ -3408,8 +3408,8 @@ const FOUND_NAME_FILTERS: &[&str] = &[
 /// says whether each is literal (no run-time value, no unquoted glob).
 ///
 /// Vouched for only when every name is a path under a literal start path and one and-ed
-/// `-name`/`-iname` pattern could not match a secret or repository-control name under find's
-/// own matching ([`paths::find_name_may_match_sensitive`]): then each name starts with its
+/// `-name`/`-iname` pattern has a shape vouched for under find's
+/// own matching ([`crate::gate::paths::find_name_is_vouched`]): then each name starts with its
 /// start path (never `-`, so never an option) and is judged as a read of that glob. Deeper
 /// directories are judged as a glob's `*` is, by the name at the end. `Err` says why not.
 pub fn found_names(args: &[String], plain: &[bool]) -> Result<Vec<String>, String> {
@@ -3443,9 +3443,9 @@ pub fn found_names(args: &[String], plain: &[bool]) -> Result<Vec<String>, Strin
                 return Err(format!("uses `{arg}` without its value"));
             };
             if matches!(arg.as_str(), "-name" | "-iname") && names.is_none() {
-                if crate::gate::paths::find_name_may_match_sensitive(value) {
+                if !crate::gate::paths::find_name_is_vouched(value) {
                     return Err(format!(
-                        "hands on every name matching `{value}`, which could be a secret or a repository-control file"
+                        "hands on every name matching `{value}`, which is not `*.EXT` for a source extension or one plain name"
                     ));
                 }
                 names = Some(value.as_str());

@@ -200,7 +200,7 @@ fn names_find_hands_on_are_judged_as_the_glob_they_match() {
     for allowed in [
         "find src -name '*.rs' -print0 | xargs -0 wc -l",
         "find . -name '*.rs' -type f -exec wc -l {} +",
-        "find . -type f -iname '*.txt' -print0 | xargs -0r ls -la",
+        "find . -type f -iname '*.py' -print0 | xargs -0r ls -la",
         "find src tests -name '*.rs' -exec du -h {} +",
     ] {
         let outcome = bash(&gate, allowed);

@@ -223,8 +223,9 @@ pub struct CommandPart {
     pub arguments_from_input: bool,
     /// Its last arguments are the file names a `find` finds at run time (`find … -exec PROGRAM
     /// … {} +`, `find … -print0 | xargs -0 PROGRAM`), written as the glob they match
-    /// ([`crate::gate::programs::found_names`]): vouched for only when the program just reads.
-    pub found_paths: bool,
+    /// ([`crate::gate::programs::found_names`]): how many of the last words are such names.
+    /// Vouched for only when the program just reads them as operands.
+    pub found_paths: usize,
     /// Run by `xargs` with only `-0` / `-r` of its own: each NUL-ended input item becomes one
     /// whole argument, never split or unquoted.
     pub null_separated_arguments: bool,
@@ -921,7 +922,10 @@ impl Walker<'_> {
             }
             let produced = &self.analysis.parts[first_part..];
             let fetches = produced.iter().any(|part| FETCHERS.contains(&part.program()));
+            // A function named `find` prints what it likes: only the program counts.
             let prints_found_names = matches!(produced, [part] if part.program() == "find"
+                && !part.dynamic_program
+                && !part.opaque
                 && part.args().last().is_some_and(|last| last == "-print0"));
             input = PipeInput {
                 from_pipe: index + 1 < pipeline.seq.len(),
@@ -1827,7 +1831,12 @@ impl Walker<'_> {
         if let Some(mut runner) = found_names_runner {
             // The program `-exec` runs is a command of its own: wrappers are stripped and
             // code it runs is followed as for any other.
+            // find runs programs, not shell builtins: `-exec command wc` runs a program named
+            // `command`, whatever the gate knows of the builtin. Anything stripped as a
+            // wrapper leaves the part opaque.
+            let words = runner.argv.len();
             self.unwrap_wrappers(&mut runner);
+            runner.opaque |= runner.argv.len() != words;
             runner.followed = self.follow_execution(&runner, PipeInput::default(), None, false, depth);
             self.analysis.parts.push(runner);
         }
@@ -1847,7 +1856,7 @@ impl Walker<'_> {
         let plain: Vec<bool> = producer.arg_flags().iter().map(|flags| !flags.dynamic && !flags.glob).collect();
         let Ok(names) = crate::gate::programs::found_names(expression, &plain) else { return };
         part.arguments_from_input = false;
-        part.found_paths = true;
+        part.found_paths = names.len();
         for name in names {
             part.push_word(Expanded { text: name, glob: true, ..Expanded::default() });
         }
@@ -1886,10 +1895,10 @@ impl Walker<'_> {
                 ..Expanded::default()
             });
         }
+        runner.found_paths = names.len();
         for name in names {
             runner.push_word(Expanded { text: name, glob: true, ..Expanded::default() });
         }
-        runner.found_paths = true;
         runner.refresh_name();
         // find's own words end where `-exec` began (argv holds the program first).
         part.argv.truncate(exec + 1);
