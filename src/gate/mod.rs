@@ -584,6 +584,14 @@ impl Gate {
             ),
             (part.privileged, ReasonCode::PrivilegeEscalation, "runs with elevated privileges (`sudo`/`doas`)"),
             (
+                // A glob's file read through `<`: only `wc`, which counts, is vouched for (as
+                // only metadata programs take glob operands).
+                part.reads_glob_through_redirect
+                    && !(known.is_some() && part.program() == "wc" && unit.command_tier == Tier::Low),
+                ReasonCode::DynamicCommand,
+                "reads a file a glob matches through a redirection, which the gate vouches for only when `wc` counts it",
+            ),
+            (
                 // find may hand on any file under its start path, `.git` internals included:
                 // only a program that just reads them is vouched for.
                 part.found_paths > 0

@@ -240,6 +240,46 @@ fn names_find_hands_on_are_judged_as_the_glob_they_match() {
 }
 
 #[test]
+fn a_loop_variable_stands_for_its_one_word() {
+    let gate = gate();
+    for allowed in [
+        r#"for f in src/*.rs; do echo "$f: $(wc -l < "$f")"; done"#,
+        r#"for f in src/*.rs; do wc -l "${f}"; done"#,
+        r#"for f in README.md; do cat "$f"; done"#,
+        "wc -l < src/*.rs",
+    ] {
+        let outcome = bash(&gate, allowed);
+        assert_eq!(outcome.action, GateAction::Allow, "`{allowed}`: {outcome:#?}");
+    }
+    for refused in [
+        // A glob's file read or printed, not counted.
+        r#"for f in src/*.rs; do cat "$f"; done"#,
+        r#"for f in src/*.rs; do head < "$f"; done"#,
+        "cat < src/*.rs",
+        // A name starting with `-` becomes an option; a secret named outright.
+        r#"for f in *.rs; do wc -l "$f"; done"#,
+        r#"for f in .env; do wc -l "$f"; done"#,
+        "wc -l < .e*",
+        // Unquoted, the value splits and globs again.
+        "for f in src/*.rs; do wc -l $f; done",
+        // The body, a function or a trap may change the variable before it is used.
+        r#"for f in src/*.rs; do read -r f; wc -l "$f"; done"#,
+        r#"for f in src/*.rs; do printf -v f %s .env; wc -l "$f"; done"#,
+        r#"g() { f=--files0-from=.env; }; for f in src/*.rs; do g; wc -l "$f"; done"#,
+        r#"trap 'f=--files0-from=.env' DEBUG; for f in src/*.rs; do wc -l "$f"; done"#,
+        r#"for f in src/*.rs; do wc -l "${f:-.env}"; done"#,
+        // Several words, or a word only known at run time.
+        r#"for f in src/*.rs .env; do wc -l "$f"; done"#,
+        r#"for f in $(ls); do wc -l "$f"; done"#,
+        // A glob's file written through a redirection.
+        r#"for f in src/*.rs; do wc -l < "$f" > "$f.count"; done"#,
+    ] {
+        let outcome = bash(&gate, refused);
+        assert_ne!(outcome.action, GateAction::Allow, "`{refused}`: {outcome:#?}");
+    }
+}
+
+#[test]
 fn grep_patterns_that_look_like_options_are_never_vouched_for() {
     let gate = gate();
     let context = CallContext { cwd: Some(CWD) };

@@ -174,6 +174,36 @@ fn is_utf8_locale(value: &str) -> bool {
         && matches!(codeset.to_ascii_lowercase().as_str(), "utf-8" | "utf8")
 }
 
+/// Whether every mention of the variable `name` in `source` is an expansion of it, `$name`
+/// or `${name}` (not followed by `[`, a zsh subscript): a name standing alone, after `{` of
+/// another form, or inside a longer identifier's neighbours counts as a mention.
+fn only_expands(source: &str, name: &str) -> bool {
+    let bytes = source.as_bytes();
+    let is_identifier = |byte: u8| byte.is_ascii_alphanumeric() || byte == b'_';
+    let mut index = 0;
+    while index < bytes.len() {
+        if !is_identifier(bytes[index]) {
+            index += 1;
+            continue;
+        }
+        let start = index;
+        while index < bytes.len() && is_identifier(bytes[index]) {
+            index += 1;
+        }
+        if &source[start..index] != name {
+            continue;
+        }
+        let before = &bytes[..start];
+        let after = &bytes[index..];
+        let plain = before.last() == Some(&b'$') && after.first() != Some(&b'[');
+        let braced = before.ends_with(b"${") && after.first() == Some(&b'}');
+        if !(plain || braced) {
+            return false;
+        }
+    }
+    true
+}
+
 fn harmless_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(name, value)| is_harmless_assignment(name, value))
 }
@@ -229,6 +259,9 @@ pub struct CommandPart {
     /// Run by `xargs` with only `-0` / `-r` of its own: each NUL-ended input item becomes one
     /// whole argument, never split or unquoted.
     pub null_separated_arguments: bool,
+    /// Standard input is redirected from a glob's file (`wc -l < "$f"` in a loop over
+    /// `src/*.rs`): which file is only known at run time.
+    pub reads_glob_through_redirect: bool,
     /// Runs under `sudo` / `doas`.
     pub privileged: bool,
     /// Files the command's redirections read or write (`None`: the target is only known at run time).
@@ -280,7 +313,7 @@ impl CommandPart {
     }
 
     fn push_word(&mut self, word: Expanded) {
-        let harmless_text = word.dynamic && !word.unsafe_dynamic && !word.glob;
+        let harmless_text = word.dynamic && !word.unsafe_dynamic && !word.splits_into_names;
         if word.dynamic {
             if self.argv.is_empty() {
                 self.dynamic_program = true;
@@ -405,6 +438,7 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         functions: Vec::new(),
         control_depth: 0,
         loop_depth: 0,
+        loop_binding: None,
         cd_count: 0,
         expanded_words: 0,
         cwd: cwd.map(str::to_owned),
@@ -517,6 +551,9 @@ struct Walker<'a> {
     control_depth: usize,
     /// How many `for` loops enclose the current command (nested loops multiply their words).
     loop_depth: usize,
+    /// The variable of the enclosing `for` loop and its one word, when the body only ever
+    /// expands it (see [`Walker::loop_binding`]): `"$f"` then stands for that word.
+    loop_binding: Option<(String, LoopValue)>,
     /// How many `cd`/`pushd`/`popd` have run so far (to notice one inside a construct).
     cd_count: usize,
     /// Words brace expansion has made so far (bounded by [`MAX_EXPANDED_WORDS`]).
@@ -527,6 +564,15 @@ struct Walker<'a> {
     /// Files written earlier in the same command line, with what was written to them.
     written: HashMap<String, String>,
     options: ParserOptions,
+}
+
+/// The value a loop variable takes: one word of the loop's list, a glob standing for any one
+/// file it matches.
+#[derive(Clone, Debug)]
+struct LoopValue {
+    text: String,
+    glob: bool,
+    glob_leading: bool,
 }
 
 /// A word after expansion as far as it can be known statically.
@@ -540,6 +586,9 @@ struct Expanded {
     glob_leading: bool,
     /// Dynamic in a way that is not harmless text (see [`WordFlags::harmless_text`]).
     unsafe_dynamic: bool,
+    /// An unquoted glob character in the word's own text: bash may split it into several
+    /// words. (A loop variable's glob inside double quotes is one word.)
+    splits_into_names: bool,
 }
 
 impl Expanded {
@@ -1102,7 +1151,10 @@ impl Walker<'_> {
                     );
                 }
                 self.loop_depth += 1;
+                let binding = self.loop_binding(clause, depth);
+                let outer = std::mem::replace(&mut self.loop_binding, binding);
                 self.walk_loop_body(&clause.body.list, depth);
+                self.loop_binding = outer;
                 self.loop_depth -= 1;
             }
             ast::CompoundCommand::CaseClause(clause) => {
@@ -1242,6 +1294,39 @@ impl Walker<'_> {
             }
             Err(_) => vec![Expanded::unknown(word)],
         }
+    }
+
+    /// `for f in src/*.rs; do … "$f" …; done`: inside the body, `"$f"` is the loop's one word
+    /// (here, any one file the glob matches), when the list is one known word, the variable is
+    /// no environment variable, no function or trap is defined earlier in the line, and the
+    /// body names the variable only to expand it as `$f` or `${f}` (no `read f`, `f=…`,
+    /// `printf -v f`, `unset f`, `declare -n r=f`, `${f:-…}`).
+    /// Anything else leaves `$f` a run-time value, as before.
+    fn loop_binding(&mut self, clause: &ast::ForClauseCommand, depth: usize) -> Option<(String, LoopValue)> {
+        let name = clause.variable_name.as_str();
+        let environment_like = name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if environment_like || name.is_empty() || self.loop_depth > 1 {
+            return None;
+        }
+        // A function or a trap set earlier in the line runs inside the body without being
+        // written there, and may assign the variable (`trap 'f=--files0-from=.env' DEBUG`).
+        if !self.functions.is_empty() || self.analysis.parts.iter().any(|part| part.program() == "trap") {
+            return None;
+        }
+        let [word] = clause.values.as_deref()? else { return None };
+        let expanded = self.expand(&word.value, depth);
+        let [value] = expanded.as_slice() else { return None };
+        if value.dynamic || value.text.contains("$(") || value.text.contains('`') {
+            return None;
+        }
+        let body = clause.body.list.to_string();
+        if !only_expands(&body, name) {
+            return None;
+        }
+        Some((
+            name.to_owned(),
+            LoopValue { text: value.text.clone(), glob: value.glob, glob_leading: value.glob_leading },
+        ))
     }
 
     /// Judges a word that is expanded where no command runs (`[[ ]]` operands, `case` words):
@@ -1437,6 +1522,7 @@ impl Walker<'_> {
                     if unquoted {
                         let (glob, leading) = glob_in_text(text, out.text.is_empty());
                         out.glob |= glob;
+                        out.splits_into_names |= glob;
                         out.glob_leading |= leading;
                         // bash expands `~` after `=` or `:` in words shaped like assignments
                         // (`a=~/x`); not modelled here, so such a word is unknown.
@@ -1511,7 +1597,21 @@ impl Walker<'_> {
                                 .chars()
                                 .all(|c| !c.is_ascii() || c.is_ascii_alphanumeric() || "/._-+,=%@:".contains(c))
                     };
-                    if (raw == "$HOME" || raw == "${HOME}") && home_prefix && !subscripted && !splits(self.home) {
+                    let bound = self.loop_binding.as_ref().filter(|(name, _)| {
+                        !unquoted
+                            && !subscripted
+                            && (raw.strip_prefix('$') == Some(name.as_str())
+                                || raw.strip_prefix("${").and_then(|rest| rest.strip_suffix('}'))
+                                    == Some(name.as_str()))
+                    });
+                    if let Some((_, value)) = bound {
+                        // Inside double quotes the loop's word is one word: its text, or any one
+                        // file its glob matches (judged as the glob).
+                        out.glob_leading |= value.glob_leading && starts_word;
+                        out.glob |= value.glob;
+                        out.text.push_str(&value.text);
+                    } else if (raw == "$HOME" || raw == "${HOME}") && home_prefix && !subscripted && !splits(self.home)
+                    {
                         out.text.push('~');
                     } else if (raw == "$PWD" || raw == "${PWD}")
                         && pwd_known
@@ -1606,7 +1706,11 @@ impl Walker<'_> {
                 };
                 match target {
                     ast::IoFileRedirectTarget::Filename(word) => {
-                        let target = self.redirect_target(&word.value, depth);
+                        let target = if matches!(kind, ast::IoFileRedirectKind::Read) {
+                            self.read_redirect_target(&word.value, depth, part)
+                        } else {
+                            self.redirect_target(&word.value, depth)
+                        };
                         part.redirects.push((target, access));
                     }
                     ast::IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
@@ -1659,6 +1763,21 @@ impl Walker<'_> {
         match words.as_slice() {
             // zsh reads `>! file` and `>>! file` as overwriting redirections; bash sees a file
             // named `!`. A target starting with `!` is unknown, whichever shell runs it.
+            [only] if !only.dynamic && !only.glob && !only.text.starts_with('!') => words.pop().map(|word| word.text),
+            _ => None,
+        }
+    }
+
+    /// `< WORD`: as [`Walker::redirect_target`], but a glob (`< src/*.rs`, or `< "$f"` in a
+    /// loop over one) names one file it matches, so it is kept as the glob and the part is
+    /// marked: only a program that counts what it reads is vouched for on it.
+    fn read_redirect_target(&mut self, word: &str, depth: usize, part: &mut CommandPart) -> Option<String> {
+        let mut words = self.expand(word, depth);
+        match words.as_slice() {
+            [only] if !only.dynamic && only.glob && !only.text.starts_with('!') => {
+                part.reads_glob_through_redirect = true;
+                words.pop().map(|word| word.text)
+            }
             [only] if !only.dynamic && !only.glob && !only.text.starts_with('!') => words.pop().map(|word| word.text),
             _ => None,
         }
@@ -2085,6 +2204,17 @@ mod tests {
 
     fn critical(command: &str) -> Option<&'static str> {
         analyze(command, Some("/w"), "/home/dev").findings.iter().find_map(|finding| finding.rule)
+    }
+
+    #[test]
+    fn only_expansions_of_a_name_leave_it_bound() {
+        assert!(only_expands(r#"echo "$f: $(wc -l < "${f}")""#, "f"));
+        assert!(only_expands("find . -name x", "f"));
+        for mention in
+            ["read f", "f=x", "printf -v f x", "unset f", "declare -n r=f", "${f:-x}", "${#f}", "$f[1]", "'f'=x"]
+        {
+            assert!(!only_expands(mention, "f"), "{mention}");
+        }
     }
 
     #[test]
