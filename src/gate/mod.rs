@@ -591,20 +591,6 @@ impl Gate {
                 ReasonCode::DynamicCommand,
                 "reads a file a glob matches through a redirection, which the gate vouches for only when `wc` counts it",
             ),
-            (
-                // find may hand on any file under its start path, `.git` internals included:
-                // only a program that just reads them is vouched for.
-                part.found_paths > 0
-                    && !known.as_ref().is_some_and(|(_, _, parsed)| {
-                        unit.command_tier == Tier::Low
-                            && part.args().len() >= part.found_paths
-                            && parsed.slots.get(part.args().len() - part.found_paths..).is_some_and(|slots| {
-                                slots.iter().all(|slot| matches!(slot, Some(Slot::Operand { .. })))
-                            })
-                    }),
-                ReasonCode::DynamicCommand,
-                "runs on the file names `find` finds at run time, which the gate vouches for only when the program just reads them as operands",
-            ),
         ];
         for (applies, code, detail) in raises {
             if applies {

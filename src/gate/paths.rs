@@ -738,75 +738,65 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
     })
 }
 
-/// Whether find's `-name` (or `-iname`) pattern is one the gate vouches for as naming no
-/// secret at any depth. An allowlist of shapes, because find's matching outruns any sample
-/// list: fnmatch lets `*` match a leading dot (`*.production` finds `.env.production`), and
-/// bracket expressions hold classes and ranges (`[[:punct:]]env`, `[Z-f]`). Vouched for:
-/// `*.EXT` with EXT a source extension ([`FOUND_NAME_EXTENSIONS`]), or one
-/// literal name that starts with a letter or digit and is not a secret's. Nothing else: no
-/// `?`, `[`, `\`, dot names, or non-ASCII (`-iname` folds `İ` onto `i`).
-/// Metadata of a secret that happens to end in `.rs` (`secrets.rs`, `.env.rs`) can still be
-/// counted, as `wc -l src/*.rs` can count it.
-pub fn find_name_is_vouched(pattern: &str) -> bool {
-    if !pattern.bytes().all(|byte| byte.is_ascii_graphic()) || pattern.contains(['?', '[', ']', '\\', '/']) {
-        return false;
-    }
-    let lower = pattern.to_ascii_lowercase();
-    if let Some(extension) = lower.strip_prefix("*.") {
-        return FOUND_NAME_EXTENSIONS.contains(&extension);
-    }
-    !lower.contains('*')
-        && lower.bytes().next().is_some_and(|first| first.is_ascii_alphanumeric())
-        && !is_sensitive_name(&lower)
-        && !SENSITIVE_SAMPLES.contains(&lower.as_str())
-}
-
-/// Extensions of source code that `find -name '*.EXT'` may hand on: no
-/// configuration or data formats (`*.toml`, `*.yaml`, `*.json`, `*.txt` find `secrets.toml`,
-/// `kubeconfig.yaml`, `service-account.json`, `vault_pass.txt`).
-pub const FOUND_NAME_EXTENSIONS: [&str; 30] = [
-    "rs", "py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "go", "java", "kt", "c", "h", "cc", "cpp", "hpp", "cs",
-    "rb", "php", "swift", "scala", "sh", "rst", "html", "css", "scss", "vue", "proto", "sql",
-];
-
-/// A glob component with each closed bracket expression (`[…]`, classes and negations
-/// included) replaced by `?`, which matches whatever any of them could.
+/// A glob component with each bracket expression (`[…]`, classes, negations and escapes
+/// included) replaced by `?`, which matches whatever any of them could. A `[` whose end it
+/// cannot place becomes `*` with the rest of the component: over-matching is the safe side
+/// (red-team round 57: `[!\[:]` closes at its own `]` in bash, and read as a class it did not).
 fn widen_brackets(component: &str) -> String {
     let chars: Vec<char> = component.chars().collect();
     let mut out = String::with_capacity(component.len());
     let mut index = 0;
     while index < chars.len() {
-        if chars[index] == '[' {
-            // The closing `]`: not the first member (`[]a]`), and past any `[:…:]`.
-            let mut end = index + 1;
-            if matches!(chars.get(end), Some('!' | '^')) {
-                end += 1;
+        match chars[index] {
+            '\\' => {
+                // An escaped character outside brackets is itself.
+                out.extend(chars.get(index..index + 2).unwrap_or(&chars[index..]));
+                index += 2;
             }
-            if chars.get(end) == Some(&']') {
-                end += 1;
-            }
-            while end < chars.len() && chars[end] != ']' {
-                if chars[end] == '[' && matches!(chars.get(end + 1), Some(':' | '=' | '.')) {
-                    let delimiter = chars[end + 1];
-                    end += 2;
-                    while end + 1 < chars.len() && !(chars[end] == delimiter && chars[end + 1] == ']') {
-                        end += 1;
-                    }
-                    end += 2;
-                } else {
-                    end += 1;
+            '[' => match bracket_end(&chars, index) {
+                Some(end) => {
+                    out.push('?');
+                    index = end + 1;
                 }
-            }
-            if end < chars.len() {
-                out.push('?');
-                index = end + 1;
-                continue;
+                None => {
+                    out.push('*');
+                    return out;
+                }
+            },
+            other => {
+                out.push(other);
+                index += 1;
             }
         }
-        out.push(chars[index]);
-        index += 1;
     }
     out
+}
+
+/// The index of the `]` closing the bracket expression opened at `chars[open]`, as bash reads
+/// it: a `]` first in the set (after `!`/`^`) is a member, `\` escapes the next character,
+/// and `[:…:]`, `[=…=]`, `[.….]` are read whole. `None` when no `]` closes it.
+fn bracket_end(chars: &[char], open: usize) -> Option<usize> {
+    let mut end = open + 1;
+    if matches!(chars.get(end), Some('!' | '^')) {
+        end += 1;
+    }
+    if chars.get(end) == Some(&']') {
+        end += 1;
+    }
+    while end < chars.len() {
+        match chars[end] {
+            ']' => return Some(end),
+            '\\' => end += 2,
+            '[' if matches!(chars.get(end + 1), Some(':' | '=' | '.')) => {
+                let delimiter = chars[end + 1];
+                let close = (end + 2..chars.len().saturating_sub(1))
+                    .find(|&at| chars[at] == delimiter && chars[at + 1] == ']')?;
+                end = close + 2;
+            }
+            _ => end += 1,
+        }
+    }
+    None
 }
 
 /// Names a wildcard is tried against to tell whether it may reach a secret or a
@@ -1441,51 +1431,16 @@ mod tests {
     }
 
     #[test]
-    fn find_names_are_an_allowlist_of_shapes() {
-        for pattern in ["*.rs", "*.RS", "Cargo.toml", "main.rs", "*.py"] {
-            assert!(find_name_is_vouched(pattern), "{pattern}");
-        }
-        // `*` matches a leading dot in find, brackets hold classes and ranges, and no sample
-        // list names every secret (red-team round 56).
-        for pattern in [
-            "*",
-            "?*",
-            "*env",
-            "*.ENV",
-            ".e*",
-            "*.pem",
-            "*.P12",
-            "id_*",
-            "*rc",
-            "a/b",
-            "",
-            ".env",
-            "secrets.rs",
-            "[.]env",
-            "[[:punct:]]env",
-            "*.[[:alpha:]]em",
-            ".[Z-f]nv",
-            "*.production",
-            "*.bak",
-            "*.orig",
-            "deploy*",
-            "*.toml",
-            "*.txt",
-            "İd_rsa",
-            "id_rsa",
-            "x.pem",
-            "*_test.go",
-        ] {
-            assert!(!find_name_is_vouched(pattern), "{pattern}");
-        }
-    }
-
-    #[test]
     fn bracket_expressions_count_as_any_character() {
         assert_eq!(widen_brackets("[[:punct:]]env"), "?env");
         assert_eq!(widen_brackets(".[z-f]nv"), ".?nv");
         assert_eq!(widen_brackets("[]a]x[!b]"), "?x?");
-        assert_eq!(widen_brackets("a[b"), "a[b");
+        assert_eq!(widen_brackets("a[b"), "a*");
+        assert_eq!(widen_brackets(".en[!\\[:]"), ".en?");
+        assert_eq!(widen_brackets("a\\[b]"), "a\\[b]");
+        for glob in [".en[!\\[:]", "src/id_rs[!\\[:]", ".s[!\\[:]h", ".gi[!\\[:]", ".e[nope"] {
+            assert!(glob_may_match_sensitive(glob), "{glob}");
+        }
         for glob in [".[[:alpha:]]nv", "src/[[:lower:]]d_rsa", ".[Z-f]nv"] {
             assert!(glob_may_match_sensitive(glob), "{glob}");
         }

@@ -195,51 +195,6 @@ fn grep_include_globs_are_never_vouched_for() {
 /// Claude Code's Grep: a pattern starting with `-` is an option to a host that passes it to
 /// ripgrep bare (`--pre=./x.sh` runs a program; red-team round 55), so it is not vouched for.
 #[test]
-fn names_find_hands_on_are_judged_as_the_glob_they_match() {
-    let gate = gate();
-    for allowed in [
-        "find src -name '*.rs' -print0 | xargs -0 wc -l",
-        "find . -name '*.rs' -type f -exec wc -l {} +",
-        "find . -type f -iname '*.py' -print0 | xargs -0r ls -la",
-        "find src tests -name '*.rs' -exec du -h {} +",
-    ] {
-        let outcome = bash(&gate, allowed);
-        assert_eq!(outcome.action, GateAction::Allow, "`{allowed}`: {outcome:#?}");
-    }
-    for refused in [
-        // A program that prints what it reads, writes, or runs.
-        "find . -name '*.rs' -exec grep -n TODO {} +",
-        "find . -name '*.rs' -print0 | xargs -0 cat",
-        "find . -name '*.o' -exec rm {} +",
-        "find . -name '*.rs' -print0 | xargs -0 rm",
-        "find . -name '*.rs' -exec sh -c 'wc -l \"$@\"' sh {} +",
-        // Names no `-name` narrows, or one that reaches secrets (`*` matches `.env` in find).
-        "find . -type f -exec wc -l {} +",
-        "find . -name '*' -print0 | xargs -0 wc -l",
-        "find . -name '*.pem' -exec wc -l {} +",
-        "find . -name '*.rs' -o -name '.env' -exec wc -l {} +",
-        "find . ! -name '*.rs' -print0 | xargs -0 wc -l",
-        "find -L . -name '*.rs' -exec wc -l {} +",
-        // `;` ends -exec: what follows is find's expression again.
-        "find . -name '*.rs' -exec echo ';' -delete -exec echo {} +",
-        "find . -name '*.rs' -exec wc -l {} \\;",
-        // xargs that splits, unquotes or replaces.
-        "find . -name '*.rs' -print0 | xargs wc -l",
-        "find . -name '*.rs' -print0 | xargs -0 -I{} wc -l {}",
-        "find . -name '*.rs' | xargs -0 wc -l",
-        "find . -name '*.rs' -print0 -o -print0 | xargs -0 wc -l",
-        "find . -name '*.rs' -print0 | xargs -0 wc -l < names",
-        // Outside the workspace, or a start only known at run time.
-        "find /home/dev -name '*.rs' -exec wc -l {} +",
-        "find \"$DIR\" -name '*.rs' -print0 | xargs -0 wc -l",
-        "find * -name '*.rs' -exec wc -l {} +",
-    ] {
-        let outcome = bash(&gate, refused);
-        assert_ne!(outcome.action, GateAction::Allow, "`{refused}`: {outcome:#?}");
-    }
-}
-
-#[test]
 fn a_loop_variable_stands_for_its_one_word() {
     let gate = gate();
     for allowed in [
@@ -268,6 +223,9 @@ fn a_loop_variable_stands_for_its_one_word() {
         r#"g() { f=--files0-from=.env; }; for f in src/*.rs; do g; wc -l "$f"; done"#,
         r#"trap 'f=--files0-from=.env' DEBUG; for f in src/*.rs; do wc -l "$f"; done"#,
         r#"for f in src/*.rs; do wc -l "${f:-.env}"; done"#,
+        // zsh's `histchars` keeps three characters; `~` is home only at a word's start.
+        r#"for histchars in .enXample; do wc -l "${histchars}v"; done"#,
+        r#"for f in ~; do cat "..$f/.config/gh/hosts.yml"; done"#,
         // Several words, or a word only known at run time.
         r#"for f in src/*.rs .env; do wc -l "$f"; done"#,
         r#"for f in $(ls); do wc -l "$f"; done"#,

@@ -145,15 +145,6 @@ impl Walker<'_> {
                 "xargs" => {
                     part.dynamic_args = true;
                     part.arguments_from_input = true;
-                    // Only `-0` (each input item one whole argument) and `-r`: no replacement
-                    // string, delimiter, end-of-file word or argument file.
-                    let own = skip_options(part.args(), &[], false).unwrap_or(0);
-                    part.null_separated_arguments = part.args()[..own]
-                        .iter()
-                        .any(|arg| matches!(arg.as_str(), "-0" | "--null" | "-0r" | "-r0"))
-                        && part.args()[..own].iter().all(|arg| {
-                            matches!(arg.as_str(), "-0" | "--null" | "-r" | "--no-run-if-empty" | "-0r" | "-r0" | "--")
-                        });
                     // `xargs -a FILE` reads its arguments from FILE.
                     let args = part.args().to_vec();
                     for (index, arg) in args.iter().enumerate() {

@@ -174,6 +174,10 @@ fn is_utf8_locale(value: &str) -> bool {
         && matches!(codeset.to_ascii_lowercase().as_str(), "utf-8" | "utf8")
 }
 
+/// Loop variable names, besides single lowercase letters, that [`Walker::loop_binding`] binds:
+/// none is special to bash or zsh.
+const LOOP_VARIABLE_NAMES: [&str; 8] = ["file", "name", "dir", "item", "entry", "src", "fname", "filename"];
+
 /// Whether every mention of the variable `name` in `source` is an expansion of it, `$name`
 /// or `${name}` (not followed by `[`, a zsh subscript): a name standing alone, after `{` of
 /// another form, or inside a longer identifier's neighbours counts as a mention.
@@ -251,14 +255,6 @@ pub struct CommandPart {
     /// at run time. Kept apart from `dynamic_args`, which is recomputed from the words left
     /// when a wrapper is stripped.
     pub arguments_from_input: bool,
-    /// Its last arguments are the file names a `find` finds at run time (`find … -exec PROGRAM
-    /// … {} +`, `find … -print0 | xargs -0 PROGRAM`), written as the glob they match
-    /// ([`crate::gate::programs::found_names`]): how many of the last words are such names.
-    /// Vouched for only when the program just reads them as operands.
-    pub found_paths: usize,
-    /// Run by `xargs` with only `-0` / `-r` of its own: each NUL-ended input item becomes one
-    /// whole argument, never split or unquoted.
-    pub null_separated_arguments: bool,
     /// Standard input is redirected from a glob's file (`wc -l < "$f"` in a loop over
     /// `src/*.rs`): which file is only known at run time.
     pub reads_glob_through_redirect: bool,
@@ -611,9 +607,6 @@ enum Stdin {
 struct PipeInput {
     from_pipe: bool,
     from_network: bool,
-    /// The part (an index into the analysis's parts) that alone makes up the previous
-    /// pipeline element, when it is `find … -print0`: what `xargs -0` reads is its names.
-    null_separated_names_from: Option<usize>,
 }
 
 impl Walker<'_> {
@@ -971,16 +964,8 @@ impl Walker<'_> {
             }
             let produced = &self.analysis.parts[first_part..];
             let fetches = produced.iter().any(|part| FETCHERS.contains(&part.program()));
-            // A function named `find` prints what it likes: only the program counts.
-            let prints_found_names = matches!(produced, [part] if part.program() == "find"
-                && !part.dynamic_program
-                && !part.opaque
-                && part.args().last().is_some_and(|last| last == "-print0"));
-            input = PipeInput {
-                from_pipe: index + 1 < pipeline.seq.len(),
-                from_network: input.from_network || fetches,
-                null_separated_names_from: prints_found_names.then_some(first_part),
-            };
+            input =
+                PipeInput { from_pipe: index + 1 < pipeline.seq.len(), from_network: input.from_network || fetches };
         }
     }
 
@@ -1297,15 +1282,20 @@ impl Walker<'_> {
     }
 
     /// `for f in src/*.rs; do … "$f" …; done`: inside the body, `"$f"` is the loop's one word
-    /// (here, any one file the glob matches), when the list is one known word, the variable is
-    /// no environment variable, no function or trap is defined earlier in the line, and the
+    /// (here, any one file the glob matches), when the list is one known word without `~`, the
+    /// variable's name is a plain one ([`LOOP_VARIABLE_NAMES`]), no function or trap is defined
+    /// earlier in the line, and the
     /// body names the variable only to expand it as `$f` or `${f}` (no `read f`, `f=…`,
     /// `printf -v f`, `unset f`, `declare -n r=f`, `${f:-…}`).
     /// Anything else leaves `$f` a run-time value, as before.
     fn loop_binding(&mut self, clause: &ast::ForClauseCommand, depth: usize) -> Option<(String, LoopValue)> {
         let name = clause.variable_name.as_str();
-        let environment_like = name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-        if environment_like || name.is_empty() || self.loop_depth > 1 {
+        // An allowlist of names no shell treats specially: zsh has lowercase special
+        // variables that change what is assigned (`histchars` keeps three characters, so
+        // `for histchars in .enXample` reads back `.en`; red-team round 58).
+        let plain_name = (name.len() == 1 && name.bytes().all(|byte| byte.is_ascii_lowercase()))
+            || LOOP_VARIABLE_NAMES.contains(&name);
+        if !plain_name || self.loop_depth > 1 {
             return None;
         }
         // A function or a trap set earlier in the line runs inside the body without being
@@ -1316,7 +1306,9 @@ impl Walker<'_> {
         let [word] = clause.values.as_deref()? else { return None };
         let expanded = self.expand(&word.value, depth);
         let [value] = expanded.as_slice() else { return None };
-        if value.dynamic || value.text.contains("$(") || value.text.contains('`') {
+        // `~` is the gate's shorthand for home, right only at the start of a word: pasted
+        // into `"..$f"` it would read as a folder `..~` (red-team round 58).
+        if value.dynamic || value.text.contains("$(") || value.text.contains('`') || value.text.contains('~') {
             return None;
         }
         let body = clause.body.list.to_string();
@@ -1926,10 +1918,6 @@ impl Walker<'_> {
         // `nohup` or `env` is not the wrapper of that name, whatever the words after it.
         let shadowed = part.argv.first().is_some_and(|first| self.functions.iter().any(|function| function == first));
         self.unwrap_wrappers(&mut part);
-        if part.arguments_from_input && part.null_separated_arguments && !part.stdin_redirected {
-            self.take_found_names_from_pipe(&mut part, input);
-        }
-        let found_names_runner = if part.program() == "find" { self.split_find_exec(&mut part) } else { None };
         if shadowed || self.functions.iter().any(|function| function == part.program()) {
             // A function defined earlier in the line shadows the program of that name.
             part.dynamic_program = true;
@@ -1947,82 +1935,9 @@ impl Walker<'_> {
         );
         self.track_writes_and_cd(&part, stdin_text.as_deref());
         self.analysis.parts.push(part);
-        if let Some(mut runner) = found_names_runner {
-            // The program `-exec` runs is a command of its own: wrappers are stripped and
-            // code it runs is followed as for any other.
-            // find runs programs, not shell builtins: `-exec command wc` runs a program named
-            // `command`, whatever the gate knows of the builtin. Anything stripped as a
-            // wrapper leaves the part opaque.
-            let words = runner.argv.len();
-            self.unwrap_wrappers(&mut runner);
-            runner.opaque |= runner.argv.len() != words;
-            runner.followed = self.follow_execution(&runner, PipeInput::default(), None, false, depth);
-            self.analysis.parts.push(runner);
-        }
-        if self.analysis.parts.len() >= MAX_PARTS {
+        if self.analysis.parts.len() == MAX_PARTS {
             self.too_many_commands();
         }
-    }
-
-    /// `find … -print0 | xargs -0 PROGRAM …`: the arguments xargs adds are the names that find
-    /// finds, when [`crate::gate::programs::found_names`] can say what they are.
-    fn take_found_names_from_pipe(&self, part: &mut CommandPart, input: PipeInput) {
-        let Some(producer) = input.null_separated_names_from.and_then(|index| self.analysis.parts.get(index)) else {
-            return;
-        };
-        let args = producer.args();
-        let Some((_, expression)) = args.split_last() else { return };
-        let plain: Vec<bool> = producer.arg_flags().iter().map(|flags| !flags.dynamic && !flags.glob).collect();
-        let Ok(names) = crate::gate::programs::found_names(expression, &plain) else { return };
-        part.arguments_from_input = false;
-        part.found_paths = names.len();
-        for name in names {
-            part.push_word(Expanded { text: name, glob: true, ..Expanded::default() });
-        }
-    }
-
-    /// `find … -exec PROGRAM ARGS… {} +`: when the names find hands on are known
-    /// ([`crate::gate::programs::found_names`]), the `-exec` clause leaves the find part and
-    /// becomes a part of its own, `PROGRAM ARGS…` followed by those names. Any other shape
-    /// (`;`, `{}` elsewhere, `-execdir`, more expression after it) stays with find, which
-    /// refuses it.
-    fn split_find_exec(&self, part: &mut CommandPart) -> Option<CommandPart> {
-        let args = part.args();
-        let exec = args.iter().position(|arg| arg == "-exec")?;
-        let (last, before_last) = (args.len().checked_sub(1)?, args.len().checked_sub(2)?);
-        if args[last] != "+" || args[before_last] != "{}" || before_last <= exec + 1 {
-            return None;
-        }
-        let program_and_args = exec + 1..before_last;
-        // find ends `-exec` at the first `;`: words after one are find's expression again
-        // (`-exec echo ; -delete -exec echo {} +` deletes).
-        if args[program_and_args.clone()].iter().any(|arg| arg.contains("{}") || arg == ";") {
-            return None;
-        }
-        let flags = part.arg_flags();
-        let plain: Vec<bool> = flags[..exec].iter().map(|flags| !flags.dynamic && !flags.glob).collect();
-        let names = crate::gate::programs::found_names(&args[..exec], &plain).ok()?;
-        let mut runner =
-            CommandPart { cwd: part.cwd.clone(), other_cwds: part.other_cwds.clone(), ..CommandPart::default() };
-        for (word, flags) in args[program_and_args.clone()].iter().zip(&flags[program_and_args]) {
-            runner.push_word(Expanded {
-                text: word.clone(),
-                dynamic: flags.dynamic,
-                unsafe_dynamic: flags.dynamic && !flags.harmless_text,
-                glob: flags.glob,
-                glob_leading: flags.glob_leading,
-                ..Expanded::default()
-            });
-        }
-        runner.found_paths = names.len();
-        for name in names {
-            runner.push_word(Expanded { text: name, glob: true, ..Expanded::default() });
-        }
-        runner.refresh_name();
-        // find's own words end where `-exec` began (argv holds the program first).
-        part.argv.truncate(exec + 1);
-        part.word_flags.truncate(exec + 1);
-        Some(runner)
     }
 
     /// Remembers payloads written to files (for a later `bash file`) and follows `cd`.
