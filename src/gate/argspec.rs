@@ -18,6 +18,8 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 /// What a value or an operand is to the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -148,21 +150,27 @@ impl Operands {
 
     /// The role of each of `count` operands, or `None` when the grammar has no room for them.
     pub fn assign(&self, count: usize) -> Option<Vec<Role>> {
+        self.roles(count).map(Iterator::collect)
+    }
+
+    /// [`Self::assign`] without collecting: the roles in order.
+    pub fn roles(&self, count: usize) -> Option<impl Iterator<Item = Role> + '_> {
         let required = self.leading.len() - self.optional_leading + self.trailing.len();
         let fixed = self.leading.len() + self.trailing.len();
         if count < required || (self.repeated.is_none() && count > fixed) {
             return None;
         }
-        let mut roles = Vec::with_capacity(count);
         // Optional leading operands are filled first, then the trailing ones, then the repeat.
         let leading = self.leading.len().min(count.saturating_sub(self.trailing.len()));
-        roles.extend_from_slice(&self.leading[..leading]);
         let middle = count - leading - self.trailing.len().min(count - leading);
-        if let Some(role) = self.repeated {
-            roles.extend(std::iter::repeat_n(role, middle));
-        }
-        roles.extend_from_slice(&self.trailing[..count - roles.len()]);
-        Some(roles)
+        let repeated = if self.repeated.is_some() { middle } else { 0 };
+        Some(
+            self.leading[..leading]
+                .iter()
+                .copied()
+                .chain(self.repeated.into_iter().flat_map(move |role| std::iter::repeat_n(role, middle)))
+                .chain(self.trailing[..count - leading - repeated].iter().copied()),
+        )
     }
 
     /// Whether operand `index` of `count` sits in the repeated section, where one word expanding
@@ -389,7 +397,8 @@ impl Grammar {
     /// Parses `words` (the arguments after the program name).
     pub fn parse(&self, words: &[String]) -> Result<Parsed, Refusal> {
         let mut parsed = Parsed { slots: vec![None; words.len()], ..Parsed::default() };
-        let mut operand_words: Vec<usize> = Vec::new();
+        // Inline: commands name a few operands.
+        let mut operand_words: SmallVec<[usize; 8]> = SmallVec::new();
         let mut options_ended = self.style == Style::NoOptions;
         let mut index = 0;
         while index < words.len() {
@@ -452,7 +461,8 @@ impl Grammar {
             .find(|(name, _)| parsed.has(self, name))
             .map(|(_, operands)| operands)
             .unwrap_or(&self.operands);
-        let roles = grammar.assign(operand_words.len()).ok_or(Refusal::Operands(operand_words.len()))?;
+        let roles = grammar.roles(operand_words.len()).ok_or(Refusal::Operands(operand_words.len()))?;
+        parsed.operands.reserve_exact(operand_words.len());
         for (position, (word, role)) in operand_words.into_iter().zip(roles).enumerate() {
             parsed.slots[word] = Some(Slot::Operand { role, index: position });
             parsed.operands.push((word, role));

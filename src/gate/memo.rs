@@ -23,21 +23,67 @@ struct Entry {
     next: u32,
 }
 
+/// Up to this many keys are looked up by comparing each in turn, with no hash table: most parts
+/// judge a path or two, and building the table cost more than the comparisons it saves.
+const LINEAR: usize = 8;
+
 /// The keys judged so far, their text in one buffer (two allocations grow with the part, not
 /// one or two per path).
 #[derive(Default)]
 pub(crate) struct JudgedPaths {
-    /// Hash of the key → the newest entry with that hash.
+    /// Hash of the key → the newest entry with that hash; built once there are more than
+    /// [`LINEAR`] keys.
     newest: FxHashMap<u64, u32>,
     entries: Vec<Entry>,
     text: String,
 }
 
+fn hash(raw: &str, write: bool, base: Option<&str>) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one((raw, write, base))
+}
+
 impl JudgedPaths {
     /// Records the key; `true` when it was not judged before (the caller judges it now).
     pub(crate) fn insert(&mut self, raw: &str, write: bool, base: Option<&str>) -> bool {
-        let hash = rustc_hash::FxBuildHasher.hash_one((raw, write, base));
-        self.insert_hashed(hash, raw, write, base)
+        if self.newest.is_empty() && self.entries.len() < LINEAR {
+            if self.entries.iter().any(|entry| self.is(entry, raw, write, base)) {
+                return false;
+            }
+            self.push(raw, write, base, END);
+            return true;
+        }
+        if self.newest.is_empty() {
+            // Past the linear bound: index the keys kept so far, oldest first, so each chain
+            // runs from the newest entry back as [`Self::insert_hashed`] builds it.
+            for index in 0..self.entries.len() {
+                let (raw, write, base) = self.key(&self.entries[index]);
+                let hash = hash(raw, write, base);
+                let Ok(position) = u32::try_from(index) else { break };
+                let next = self.newest.insert(hash, position).unwrap_or(END);
+                self.entries[index].next = next;
+            }
+        }
+        self.insert_hashed(hash(raw, write, base), raw, write, base)
+    }
+
+    /// The key an entry holds.
+    fn key(&self, entry: &Entry) -> (&str, bool, Option<&str>) {
+        let raw = self.text.get(entry.start..entry.start + entry.raw_len).unwrap_or_default();
+        let base = entry.base_len.map(|len| {
+            let from = entry.start + entry.raw_len;
+            self.text.get(from..from + len).unwrap_or_default()
+        });
+        (raw, entry.write, base)
+    }
+
+    /// Appends an entry whose chain continues at `next`.
+    fn push(&mut self, raw: &str, write: bool, base: Option<&str>, next: u32) {
+        let start = self.text.len();
+        self.text.push_str(raw);
+        if let Some(base) = base {
+            self.text.push_str(base);
+        }
+        self.entries.push(Entry { start, raw_len: raw.len(), base_len: base.map(str::len), write, next });
     }
 
     fn insert_hashed(&mut self, hash: u64, raw: &str, write: bool, base: Option<&str>) -> bool {
@@ -53,13 +99,8 @@ impl JudgedPaths {
             // is the safe answer if they ever did.
             return true;
         };
-        let start = self.text.len();
-        self.text.push_str(raw);
-        if let Some(base) = base {
-            self.text.push_str(base);
-        }
         let next = self.newest.insert(hash, index).unwrap_or(END);
-        self.entries.push(Entry { start, raw_len: raw.len(), base_len: base.map(str::len), write, next });
+        self.push(raw, write, base, next);
         true
     }
 
@@ -108,7 +149,31 @@ mod tests {
         assert!(!judged.insert_hashed(7, "/home/dev/.ssh/id_rsa", false, Some("/workspace")));
     }
 
+    #[test]
+    fn keys_past_the_linear_bound_are_still_found() {
+        let mut judged = JudgedPaths::default();
+        let keys: Vec<String> = (0..3 * LINEAR).map(|index| format!("src/{index}.rs")).collect();
+        for key in &keys {
+            assert!(judged.insert(key, false, Some("/w")));
+        }
+        for key in &keys {
+            assert!(!judged.insert(key, false, Some("/w")), "{key}");
+            assert!(judged.insert(key, true, Some("/w")), "{key}");
+        }
+    }
+
     proptest::proptest! {
+        /// Through the linear lookup and the hash table it switches to, against an exact set.
+        #[test]
+        fn insert_agrees_with_an_exact_set(keys in proptest::collection::vec(("[ab/]{0,3}", proptest::bool::ANY, proptest::option::of("[ab/]{0,2}")), 0..40)) {
+            let mut judged = JudgedPaths::default();
+            let mut exact = std::collections::HashSet::new();
+            for (raw, write, base) in &keys {
+                let new = judged.insert(raw, *write, base.as_deref());
+                proptest::prop_assert_eq!(new, exact.insert((raw.clone(), *write, base.clone())));
+            }
+        }
+
         /// Against a set of the keys themselves, under a hash that collides often.
         #[test]
         fn agrees_with_an_exact_set(keys in proptest::collection::vec(("[ab/]{0,3}", proptest::bool::ANY, proptest::option::of("[ab/]{0,2}")), 0..40)) {

@@ -25,6 +25,7 @@ pub mod tier;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
+use smallvec::SmallVec;
 
 use crate::config::{Config, Mode, RuleDecision, UnknownToolAction};
 use crate::decision::{GateAction, ReasonCode, Tier};
@@ -95,7 +96,8 @@ struct Unit {
     /// The strictest path finding.
     path_tier: Tier,
     findings: Vec<Finding>,
-    rules: Vec<String>,
+    /// Inline: a unit matches one table entry, seldom more.
+    rules: SmallVec<[String; 1]>,
     /// Paths the unit touches, resolved, for path-glob rules.
     paths: Vec<String>,
     /// The shell part's words, for command-prefix rules.
@@ -122,7 +124,7 @@ impl Unit {
             command_tier,
             path_tier: Tier::Low,
             findings: Vec::new(),
-            rules: Vec::new(),
+            rules: SmallVec::new(),
             paths: Vec::new(),
             argv: None,
             command_code,
@@ -345,11 +347,11 @@ impl Gate {
     fn shell_units(&self, spec: &ToolSpec, call: &PendingCall, cwd: Option<&str>, workspace: &Workspace) -> Vec<Unit> {
         let structural = spec.structural_tier();
         let field = spec.arguments.shell.as_deref().unwrap_or("command");
-        let command = match call.input.get(field) {
-            Some(Value::String(command)) if !command.trim().is_empty() => command.clone(),
+        let command: Cow<'_, str> = match call.input.get(field) {
+            Some(Value::String(command)) if !command.trim().is_empty() => Cow::Borrowed(command),
             Some(Value::Array(words)) if !words.is_empty() && words.iter().all(Value::is_string) => {
                 let words: Vec<String> = words.iter().filter_map(|word| word.as_str().map(str::to_owned)).collect();
-                shell::join_argv(&words)
+                Cow::Owned(shell::join_argv(&words))
             }
             _ => {
                 let mut unit = Unit::new(Tier::High, ReasonCode::MalformedArguments);
@@ -362,11 +364,11 @@ impl Gate {
                 return vec![unit];
             }
         };
-        let mut base = cwd.map(str::to_owned);
+        let mut base = cwd.map(Cow::Borrowed);
         if let Some(workdir_field) = &spec.arguments.workdir
             && let Some(Value::String(workdir)) = call.input.get(workdir_field)
         {
-            base = paths::resolve(workdir, cwd, workspace.home());
+            base = paths::resolve(workdir, cwd, workspace.home()).map(Cow::Owned);
         }
         let analysis = shell::analyze(&command, base.as_deref(), workspace.home());
         let mut units: Vec<Unit> = Vec::with_capacity(analysis.parts.len() + analysis.findings.len() + 1);
@@ -632,7 +634,8 @@ impl Gate {
                 None,
             );
         }
-        let bases: Vec<Option<&str>> =
+        // Inline: a part is in one directory unless an earlier `cd` may have failed.
+        let bases: SmallVec<[Option<&str>; 4]> =
             std::iter::once(part.cwd.as_deref()).chain(part.other_cwds.iter().map(Option::as_deref)).collect();
         match &known {
             Some((entry, grammar, parsed)) => {

@@ -214,16 +214,30 @@ pub fn resolve_borrowed<'a>(raw: &'a str, base: Option<&str>, home: &'a str) -> 
         return Some(normalized(home));
     }
     if let Some(rest) = raw.strip_prefix("~/") {
-        return Some(Cow::Owned(normalize(&format!("{home}/{rest}"))));
+        return Some(Cow::Owned(normalize_joined(home, rest)));
     }
     if let Some(rest) = raw.strip_prefix('~') {
         // `~user/…` is another user's home.
-        return Some(Cow::Owned(normalize(&format!("/home/{rest}"))));
+        return Some(Cow::Owned(normalize_joined("/home", rest)));
     }
     if raw.starts_with('/') {
         return Some(normalized(raw));
     }
-    base.map(|base| Cow::Owned(normalize(&format!("{base}/{raw}"))))
+    base.map(|base| Cow::Owned(normalize_joined(base, raw)))
+}
+
+/// [`normalize`] of `directory/name`, keeping the joined text when it is already normal (one
+/// allocation where `format!` and a copy made two).
+fn normalize_joined(directory: &str, name: &str) -> String {
+    let mut joined = String::with_capacity(directory.len() + 1 + name.len());
+    joined.push_str(directory);
+    joined.push('/');
+    joined.push_str(name);
+    let normal = match normalized(&joined) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(normal) => Some(normal),
+    };
+    normal.unwrap_or(joined)
 }
 
 /// Judges one path. `base` is the directory relative paths start from (the call's cwd, or the

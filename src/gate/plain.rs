@@ -26,17 +26,54 @@
 use brush_parser::ast;
 
 /// Bash's reserved words, and the words brush-parser treats as such in command position.
-const RESERVED: &[&str] = &[
-    "!", "[[", "]]", "{", "}", "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if",
-    "in", "select", "then", "time", "until", "while",
-];
+fn is_reserved(word: &str) -> bool {
+    matches!(
+        word,
+        "!" | "[["
+            | "]]"
+            | "{"
+            | "}"
+            | "case"
+            | "coproc"
+            | "do"
+            | "done"
+            | "elif"
+            | "else"
+            | "esac"
+            | "fi"
+            | "for"
+            | "function"
+            | "if"
+            | "in"
+            | "select"
+            | "then"
+            | "time"
+            | "until"
+            | "while"
+    )
+}
 
-fn is_word_byte(byte: u8) -> bool {
+const fn word_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric()
         || matches!(
             byte,
             b'_' | b'.' | b'/' | b',' | b':' | b'+' | b'@' | b'%' | b'^' | b'-' | b'*' | b'?' | b'[' | b']'
         )
+}
+
+/// [`word_byte`] for every byte, looked up once per byte of the line.
+static WORD_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = word_byte(byte as u8);
+        byte += 1;
+    }
+    table
+};
+
+fn is_word_byte(byte: u8) -> bool {
+    WORD_BYTES[usize::from(byte)]
 }
 
 enum Token<'a> {
@@ -45,94 +82,122 @@ enum Token<'a> {
     Or,
     Semicolon,
     Pipe,
-    Redirect(ast::IoRedirect),
+    /// A redirection's descriptor, operator and target word: small, so tokens are cheap to hand
+    /// over; [`redirect_node`] makes brush-parser's node.
+    Redirect(Option<ast::IoFd>, ast::IoFileRedirectKind, &'a str),
 }
 
 fn word(text: &str) -> ast::Word {
     ast::Word { value: text.to_owned(), loc: None }
 }
 
-/// The line's tokens, or `None` when a byte falls outside the subset.
-fn tokenize(source: &str, max_operators: usize) -> Option<Vec<Token<'_>>> {
-    let body = source.strip_suffix('\n').unwrap_or(source);
-    let bytes = body.as_bytes();
-    // About one token per six bytes in agent command lines: one allocation instead of several.
-    let mut tokens = Vec::with_capacity(bytes.len() / 6 + 4);
-    let mut operators = 0;
-    let mut at = 0;
-    while at < bytes.len() {
+/// A byte outside the subset, or too many operators: the line takes the full parser.
+struct OutsideSubset;
+
+/// The line's tokens, read as the parser asks for them (no list of them is kept).
+struct Tokens<'a> {
+    body: &'a str,
+    at: usize,
+    operators: usize,
+    max_operators: usize,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(source: &'a str, max_operators: usize) -> Self {
+        Tokens { body: source.strip_suffix('\n').unwrap_or(source), at: 0, operators: 0, max_operators }
+    }
+
+    /// Reads the token that starts at `self.at`, a byte that is not a blank.
+    fn token(&mut self) -> Result<Token<'a>, OutsideSubset> {
+        let (body, bytes, at) = (self.body, self.body.as_bytes(), self.at);
         let byte = bytes[at];
-        match byte {
-            b' ' | b'\t' => at += 1,
+        let token = match byte {
             b'&' => {
                 // `&&` only: a lone `&` (background) and `&>` take the full parser.
                 if bytes.get(at + 1) != Some(&b'&') {
-                    return None;
+                    return Err(OutsideSubset);
                 }
-                tokens.push(Token::And);
-                operators += 1;
-                at += 2;
+                self.operators += 1;
+                self.at += 2;
+                Token::And
             }
             b'|' => match bytes.get(at + 1) {
                 Some(b'|') => {
-                    tokens.push(Token::Or);
-                    operators += 1;
-                    at += 2;
+                    self.operators += 1;
+                    self.at += 2;
+                    Token::Or
                 }
-                Some(b'&') => return None,
+                Some(b'&') => return Err(OutsideSubset),
                 _ => {
-                    tokens.push(Token::Pipe);
-                    operators += 1;
-                    at += 1;
+                    self.operators += 1;
+                    self.at += 1;
+                    Token::Pipe
                 }
             },
             b';' => {
                 if bytes.get(at + 1) == Some(&b';') {
-                    return None;
+                    return Err(OutsideSubset);
                 }
-                tokens.push(Token::Semicolon);
-                operators += 1;
-                at += 1;
+                self.operators += 1;
+                self.at += 1;
+                Token::Semicolon
             }
             b'<' | b'>' => {
-                let (redirect, next) = redirection(bytes, body, at, None)?;
-                tokens.push(Token::Redirect(redirect));
-                at = next;
+                let (kind, target, next) = redirection(bytes, body, at).ok_or(OutsideSubset)?;
+                self.at = next;
+                Token::Redirect(None, kind, target)
             }
             _ if is_word_byte(byte) => {
                 let start = at;
-                while at < bytes.len() && is_word_byte(bytes[at]) {
-                    at += 1;
+                let mut end = at;
+                while end < bytes.len() && is_word_byte(bytes[end]) {
+                    end += 1;
                 }
-                let text = &body[start..at];
+                let text = &body[start..end];
                 let io_number =
-                    matches!(bytes.get(at), Some(b'<' | b'>')) && text.bytes().all(|byte| byte.is_ascii_digit());
+                    matches!(bytes.get(end), Some(b'<' | b'>')) && text.bytes().all(|byte| byte.is_ascii_digit());
                 if io_number {
                     if text.len() > 4 {
-                        return None;
+                        return Err(OutsideSubset);
                     }
-                    let fd = text.parse().ok()?;
-                    let (redirect, next) = redirection(bytes, body, at, Some(fd))?;
-                    tokens.push(Token::Redirect(redirect));
-                    at = next;
+                    let fd = text.parse().map_err(|_| OutsideSubset)?;
+                    let (kind, target, next) = redirection(bytes, body, end).ok_or(OutsideSubset)?;
+                    self.at = next;
+                    Token::Redirect(Some(fd), kind, target)
                 } else {
-                    if RESERVED.contains(&text) {
-                        return None;
+                    if is_reserved(text) {
+                        return Err(OutsideSubset);
                     }
-                    tokens.push(Token::Word(text));
+                    self.at = end;
+                    Token::Word(text)
                 }
             }
-            _ => return None,
+            _ => return Err(OutsideSubset),
+        };
+        Ok(token)
+    }
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = Result<Token<'a>, OutsideSubset>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // Blanks (spaces and tabs) only separate tokens.
+        let bytes = self.body.as_bytes();
+        while matches!(bytes.get(self.at), Some(b' ' | b'\t')) {
+            self.at += 1;
         }
-        if operators >= max_operators {
+        if self.at >= bytes.len() {
             return None;
         }
+        let token = self.token();
+        // Operators only change at an operator, so checking after each token checks them all.
+        Some(token.and_then(|token| if self.operators >= self.max_operators { Err(OutsideSubset) } else { Ok(token) }))
     }
-    Some(tokens)
 }
 
 /// The redirection whose operator starts at `at`, and where the input continues after its word.
-fn redirection(bytes: &[u8], body: &str, at: usize, fd: Option<ast::IoFd>) -> Option<(ast::IoRedirect, usize)> {
+fn redirection<'a>(bytes: &[u8], body: &'a str, at: usize) -> Option<(ast::IoFileRedirectKind, &'a str, usize)> {
     let (kind, mut next) = match (bytes[at], bytes.get(at + 1)) {
         (b'>', Some(b'>')) => (ast::IoFileRedirectKind::Append, at + 2),
         (b'>', Some(b'&')) => (ast::IoFileRedirectKind::DuplicateOutput, at + 2),
@@ -151,16 +216,21 @@ fn redirection(bytes: &[u8], body: &str, at: usize, fd: Option<ast::IoFd>) -> Op
         next += 1;
     }
     let target = &body[start..next];
-    if target.is_empty() || RESERVED.contains(&target) {
+    if target.is_empty() || is_reserved(target) {
         return None;
     }
+    Some((kind, target, next))
+}
+
+/// brush-parser's node for a redirection of the subset.
+fn redirect_node(fd: Option<ast::IoFd>, kind: ast::IoFileRedirectKind, target: &str) -> ast::IoRedirect {
     let target = match kind {
         ast::IoFileRedirectKind::DuplicateOutput | ast::IoFileRedirectKind::DuplicateInput => {
             ast::IoFileRedirectTarget::Duplicate(word(target))
         }
         _ => ast::IoFileRedirectTarget::Filename(word(target)),
     };
-    Some((ast::IoRedirect::File(fd, kind, target), next))
+    ast::IoRedirect::File(fd, kind, target)
 }
 
 /// Ends the pipeline being built and joins it to the and-or list: its first pipeline, or the
@@ -182,10 +252,7 @@ fn close_pipeline(
 
 /// brush-parser's AST for `source`, when the line is in the plain subset; else `None`.
 pub(crate) fn parse(source: &str, max_operators: usize) -> Option<ast::Program> {
-    let tokens = tokenize(source, max_operators)?;
-    if tokens.is_empty() {
-        return None;
-    }
+    // No tokens at all ends below as a missing command.
     let mut items = Vec::new();
     let mut and_or: Option<ast::AndOrList> = None;
     let mut pending_and_or: Option<bool> = None;
@@ -193,7 +260,8 @@ pub(crate) fn parse(source: &str, max_operators: usize) -> Option<ast::Program> 
     let mut command: Option<ast::SimpleCommand> = None;
     let mut expect_command = true;
 
-    for token in tokens {
+    for token in Tokens::new(source, max_operators) {
+        let token = token.ok()?;
         match token {
             Token::Word(text) => {
                 let simple =
@@ -209,10 +277,10 @@ pub(crate) fn parse(source: &str, max_operators: usize) -> Option<ast::Program> 
                 }
                 expect_command = false;
             }
-            Token::Redirect(redirect) => {
+            Token::Redirect(fd, kind, target) => {
                 let simple =
                     command.get_or_insert(ast::SimpleCommand { prefix: None, word_or_name: None, suffix: None });
-                let item = ast::CommandPrefixOrSuffixItem::IoRedirect(redirect);
+                let item = ast::CommandPrefixOrSuffixItem::IoRedirect(redirect_node(fd, kind, target));
                 if simple.word_or_name.is_none() {
                     simple.prefix.get_or_insert_with(|| ast::CommandPrefix(Vec::new())).0.push(item);
                 } else {

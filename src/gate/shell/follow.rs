@@ -134,8 +134,8 @@ impl Walker<'_> {
     /// FILE`) becomes a write of the part, and an undeclared option makes the part opaque.
     pub(super) fn unwrap_wrappers(&mut self, part: &mut CommandPart) {
         for _ in 0..8 {
-            let program = part.program().to_owned();
-            let skip = match program.as_str() {
+            let env = part.program() == "env";
+            let skip = match part.program() {
                 "sudo" | "doas" => {
                     part.privileged = true;
                     skip_options(part.args(), &["-u", "-g", "-h", "-p", "-U", "-C", "-D", "-r", "-t", "-T"], false)
@@ -194,7 +194,7 @@ impl Walker<'_> {
             }
             part.drain_words(skip + 1);
             part.refresh_name();
-            if program == "env" && part.args().is_empty() && part.argv.first().is_some_and(|name| name.contains('=')) {
+            if env && part.args().is_empty() && part.argv.first().is_some_and(|name| name.contains('=')) {
                 return;
             }
         }
@@ -309,9 +309,9 @@ impl Walker<'_> {
             },
             _ => {
                 // `./build.sh`: a script written earlier in this line is judged by its payload.
-                let name = part.argv.first().cloned().unwrap_or_default();
+                let name = part.argv.first().map(String::as_str).unwrap_or_default();
                 if name.contains('/')
-                    && let Some(resolved) = paths::resolve(&name, part.cwd.as_deref(), self.home)
+                    && let Some(resolved) = paths::resolve(name, part.cwd.as_deref(), self.home)
                     && let Some(payload) = self.written.get(&resolved).cloned()
                 {
                     self.scoped(|walker| walker.walk_source(&payload, depth + 1));
@@ -450,7 +450,7 @@ impl Walker<'_> {
         readable
     }
 
-    pub(super) fn follow_script(&mut self, program: &str, script: &str, cwd: &Option<String>, depth: usize) -> bool {
+    pub(super) fn follow_script(&mut self, program: &str, script: &str, cwd: &Option<Rc<str>>, depth: usize) -> bool {
         let payload =
             paths::resolve(script, cwd.as_deref(), self.home).and_then(|resolved| self.written.get(&resolved).cloned());
         match payload {

@@ -10,11 +10,13 @@
 //! becomes a `high` finding, never a silent pass.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 use brush_parser::{ParserOptions, parse_tokens, uncached_tokenize_str};
+use smallvec::{SmallVec, smallvec};
 
 use crate::decision::{ReasonCode, Tier};
 
@@ -263,38 +265,44 @@ pub struct CommandPart {
     /// Files the command's redirections read or write (`None`: the target is only known at run time).
     pub redirects: Vec<(Option<String>, Access)>,
     /// The directory the part runs in, after any `cd` earlier in the line (`None`: unknown).
-    pub cwd: Option<String>,
+    /// Shared with the walker and the other parts in it, not copied for each.
+    pub cwd: Option<Rc<str>>,
     /// The part only runs code the analysis followed and judged part by part (`bash -c '…'`,
     /// `eval '…'`, a script written earlier in the line), so the part itself adds nothing.
     pub followed: bool,
     /// Other directories the part may run in: a `cd` earlier in the line may have failed
     /// (`cd nope; cat ../x` runs `cat` where the line started).
-    pub other_cwds: Vec<Option<String>>,
+    pub other_cwds: Vec<Option<Rc<str>>>,
     /// Runs with environment variables set inline that can change what it does (`PATH=…`,
     /// `LD_PRELOAD=…`, `GIT_CONFIG_*=…`), or is a bare assignment changing later parts.
     pub environment_override: bool,
     /// Runs something the analysis cannot see through (`env -S`, `bash --rcfile`, …).
     pub opaque: bool,
-    /// `argv[0]` without its directory, computed once after unwrapping (see [`CommandPart::program`]).
-    name: String,
+    /// Where `argv[0]` without its directory starts, computed once after unwrapping (see
+    /// [`CommandPart::program`]); `None` before that or with no words. An offset rather than a
+    /// copy: every part has a name, and copying it was an allocation per part.
+    name_start: Option<usize>,
 }
 
 impl CommandPart {
     /// The program's name without its directory (`/usr/bin/rm` → `rm`).
     pub fn program(&self) -> &str {
-        &self.name
+        match (self.name_start, self.argv.first()) {
+            (Some(start), Some(first)) => first.get(start..).unwrap_or_default(),
+            _ => "",
+        }
     }
 
     /// Recomputes the program name after `argv` changed.
     fn refresh_name(&mut self) {
-        self.name =
-            self.argv.first().map(|name| name.rsplit('/').next().unwrap_or(name).to_owned()).unwrap_or_default();
+        self.name_start =
+            self.argv.first().map(|name| name.bytes().rposition(|byte| byte == b'/').map_or(0, |slash| slash + 1));
     }
 
     /// A part with the given words, as the analysis would produce it (for tests and tools).
     pub fn from_argv(argv: Vec<String>, cwd: Option<String>) -> Self {
         let word_flags = vec![WordFlags::default(); argv.len()];
-        let mut part = CommandPart { argv, word_flags, cwd, ..CommandPart::default() };
+        let mut part = CommandPart { argv, word_flags, cwd: cwd.map(Rc::from), ..CommandPart::default() };
         part.refresh_name();
         part
     }
@@ -344,7 +352,8 @@ impl CommandPart {
             let arrow = if *access == Access::Write { ">" } else { "<" };
             text.push_str(&format!(" {arrow} {}", target.as_deref().unwrap_or("$…")));
         }
-        text.trim().to_owned()
+        // Copied only when there is something to trim.
+        if text.trim().len() == text.len() { text } else { text.trim().to_owned() }
     }
 }
 
@@ -437,7 +446,7 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         loop_binding: None,
         cd_count: 0,
         expanded_words: 0,
-        cwd: cwd.map(str::to_owned),
+        cwd: cwd.map(Rc::from),
         other_cwds: Vec::new(),
         written: HashMap::new(),
         // Extended globbing is off in non-interactive bash, and the PEG grammar for it backtracks
@@ -554,9 +563,9 @@ struct Walker<'a> {
     cd_count: usize,
     /// Words brace expansion has made so far (bounded by [`MAX_EXPANDED_WORDS`]).
     expanded_words: usize,
-    cwd: Option<String>,
+    cwd: Option<Rc<str>>,
     /// Directories the line may still be in if a `cd` failed.
-    other_cwds: Vec<Option<String>>,
+    other_cwds: Vec<Option<Rc<str>>>,
     /// Files written earlier in the same command line, with what was written to them.
     written: HashMap<String, String>,
     options: ParserOptions,
@@ -570,6 +579,10 @@ struct LoopValue {
     glob: bool,
     glob_leading: bool,
 }
+
+/// The words one word expands to: almost always one, kept inline (a `Vec` was an allocation
+/// per word of every command).
+type Expansion = SmallVec<[Expanded; 1]>;
 
 /// A word after expansion as far as it can be known statically.
 #[derive(Default)]
@@ -802,7 +815,10 @@ impl Walker<'_> {
         let source = if source.ends_with('\n') {
             source
         } else {
-            terminated = format!("{source}\n");
+            let mut text = String::with_capacity(source.len() + 1);
+            text.push_str(source);
+            text.push('\n');
+            terminated = text;
             terminated.as_str()
         };
         // A count of MAX_PARTS needs twice as many separator bytes, so shorter lines skip it.
@@ -1246,20 +1262,20 @@ impl Walker<'_> {
     /// Expands a word as bash would, as far as is statically known: brace expansion into
     /// several words, then quote removal and tilde expansion; analyses any command substitution
     /// in it. A word whose braces cannot be expanded safely is one unknown word.
-    fn expand(&mut self, word: &str, depth: usize) -> Vec<Expanded> {
+    fn expand(&mut self, word: &str, depth: usize) -> Expansion {
         if !word.contains('{') {
-            return vec![self.expand_one(word, depth)];
+            return smallvec![self.expand_one(word, depth)];
         }
         if self.expanded_words > MAX_EXPANDED_WORDS {
             // Already refused: no more expanding (keeps the worst case linear).
-            return vec![Expanded::unknown(word)];
+            return smallvec![Expanded::unknown(word)];
         }
         match expand::brace_expand_keeping_empty(word) {
             // zsh, many hosts' login shell, disagrees with bash in two places: it keeps the
             // empty word of `{,x}` (bash drops it, so later words shift role), and with
             // `braceccl` set it expands `{-}` to `-`. Either makes the word unknown.
             Ok(words) if words.iter().any(|word| word.is_empty() || expand::has_literal_brace_group(word)) => {
-                vec![Expanded::unknown(word)]
+                smallvec![Expanded::unknown(word)]
             }
             Ok(words) if self.expanded_words + words.len() <= MAX_EXPANDED_WORDS => {
                 self.expanded_words += words.len();
@@ -1275,9 +1291,9 @@ impl Walker<'_> {
                         format!("brace expansion makes more than {MAX_EXPANDED_WORDS} words"),
                     );
                 }
-                vec![Expanded::unknown(word)]
+                smallvec![Expanded::unknown(word)]
             }
-            Err(_) => vec![Expanded::unknown(word)],
+            Err(_) => smallvec![Expanded::unknown(word)],
         }
     }
 
@@ -1369,20 +1385,34 @@ impl Walker<'_> {
         // a quote character, which changes what `eval` or `sh -c` would parse. bash does none
         // of this: such a word is unknown.
         // Plain words (the common case) need no parse; all the bytes looked for are ASCII, so
-        // a byte scan finds exactly the characters. Without quotes, `''` cannot occur.
-        let plain = !word.bytes().any(|byte| matches!(byte, b'$' | b'`' | b'\'' | b'"' | b'\\' | b'~' | b'{'));
+        // a byte scan finds exactly the characters (one pass for quoting and expansion
+        // characters, `==` and parentheses). Without quotes, `''` cannot occur.
+        let (mut plain, mut doubled_equals, mut parenthesis) = (true, false, false);
+        let (mut wildcard, mut bracket) = (false, false);
+        let mut previous = 0;
+        for byte in word.bytes() {
+            match byte {
+                b'$' | b'`' | b'\'' | b'"' | b'\\' | b'~' | b'{' => plain = false,
+                b'=' if previous == b'=' => doubled_equals = true,
+                b'(' | b')' => parenthesis = true,
+                b'*' | b'?' | b'#' | b'^' => wildcard = true,
+                b'[' => bracket = true,
+                _ => {}
+            }
+            previous = byte;
+        }
         if (word.len() > 1 && word.starts_with('=')) || (!plain && rc_quotes_differ(word)) {
             return Expanded::unknown(word);
         }
         if plain {
-            if word.contains("==") {
+            if doubled_equals {
                 return Expanded::unknown(word);
             }
-            if word.contains(['(', ')']) {
+            if parenthesis {
                 self.parenthesis_in_word(word);
                 return Expanded::unknown(word);
             }
-            let (glob, glob_leading) = glob_in_text(word, true);
+            let (glob, glob_leading) = glob_from_bytes(word, wildcard, bracket, true);
             return Expanded { text: word.to_owned(), glob, glob_leading, ..Expanded::default() };
         }
         if word.len() > MAX_WORD_BYTES {
@@ -1807,8 +1837,6 @@ impl Walker<'_> {
             // Already refused; walking on would only cost time (keeps long lines linear).
             return;
         }
-        let mut part =
-            CommandPart { cwd: self.cwd.clone(), other_cwds: self.other_cwds.clone(), ..CommandPart::default() };
         let mut stdin_text: Option<String> = None;
         let mut substituted_fetch = false;
         let mut process_substitution_fetches = false;
@@ -1820,6 +1848,24 @@ impl Walker<'_> {
             .map(|item| (item, true))
             .chain(simple.word_or_name.iter().map(|_| (&NAME_MARKER, false)))
             .chain(simple.suffix.iter().flat_map(|suffix| suffix.0.iter()).map(|item| (item, false)));
+        // The words the items below push, before brace expansion: sized once, not grown.
+        let words = items
+            .clone()
+            .filter(|(item, in_prefix)| match item {
+                ast::CommandPrefixOrSuffixItem::IoRedirect(_) => false,
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(..) => !in_prefix,
+                ast::CommandPrefixOrSuffixItem::Word(_) | ast::CommandPrefixOrSuffixItem::ProcessSubstitution(..) => {
+                    true
+                }
+            })
+            .count();
+        let mut part = CommandPart {
+            argv: Vec::with_capacity(words),
+            word_flags: Vec::with_capacity(words),
+            cwd: self.cwd.clone(),
+            other_cwds: self.other_cwds.clone(),
+            ..CommandPart::default()
+        };
 
         let mut descriptor_variable_before = false;
         let mut redirected = false;
@@ -1942,7 +1988,8 @@ impl Walker<'_> {
 
     /// Remembers payloads written to files (for a later `bash file`) and follows `cd`.
     fn track_writes_and_cd(&mut self, part: &CommandPart, stdin_text: Option<&str>) {
-        let content = match part.program() {
+        // Built only when the part writes somewhere (most `echo`s print to the terminal).
+        let content = || match part.program() {
             // printf's `\n` escapes become line breaks; that is how payloads are usually written.
             "echo" | "printf" => Some(
                 part.args()
@@ -1958,7 +2005,7 @@ impl Walker<'_> {
             }
             _ => None,
         };
-        if let Some(content) = content {
+        if matches!(part.program(), "echo" | "printf" | "cat" | "tee") {
             let mut targets: Vec<String> = part
                 .redirects
                 .iter()
@@ -1968,9 +2015,11 @@ impl Walker<'_> {
             if part.program() == "tee" {
                 targets.extend(part.args().iter().filter(|arg| !arg.starts_with('-')).cloned());
             }
-            for target in targets {
-                if let Some(resolved) = paths::resolve(&target, part.cwd.as_deref(), self.home) {
-                    self.written.entry(resolved).or_default().push_str(&format!("{content}\n"));
+            if let Some(content) = (!targets.is_empty()).then(content).flatten() {
+                for target in targets {
+                    if let Some(resolved) = paths::resolve(&target, part.cwd.as_deref(), self.home) {
+                        self.written.entry(resolved).or_default().push_str(&format!("{content}\n"));
+                    }
                 }
             }
         }
@@ -1998,7 +2047,8 @@ impl Walker<'_> {
                 // user's environment and options, so the directory is unknown.
                 (_, Some(target)) if cd_searches(target) => None,
                 (_, Some(target)) => paths::resolve(target, self.cwd.as_deref(), self.home),
-            };
+            }
+            .map(Rc::from);
         }
     }
 }
@@ -2065,6 +2115,11 @@ fn glob_in_text(text: &str, at_start: bool) -> (bool, bool) {
             _ => {}
         }
     }
+    glob_from_bytes(text, wildcard, bracket, at_start)
+}
+
+/// [`glob_in_text`] once the scan has found whether `text` holds a wildcard (`*?#^`) and a `[`.
+fn glob_from_bytes(text: &str, wildcard: bool, bracket: bool, at_start: bool) -> (bool, bool) {
     let bracket_class = bracket && text != "[";
     let glob = wildcard || bracket_class;
     let leading = glob && at_start && text.starts_with(['*', '?', '[', '^']);
