@@ -106,6 +106,8 @@ struct Unit {
     command_code: ReasonCode,
     /// `(path, is a write, base)` already judged for this unit, when `memo` is on.
     judged: memo::JudgedPaths,
+    /// A shell part: its paths are shell words, whose globs the gate vouches for only in a few
+    /// shapes ([`paths::shell_glob_may_match_sensitive`]). Shell parts also keep the memo.
     memo: bool,
     /// `/dev/fd/N`, `/dev/stdin`, `/dev/stdout` and `/dev/stderr` may name a file (opening one
     /// reopens the file behind the descriptor, for writing too, or a directory): in a shell
@@ -964,7 +966,11 @@ impl Gate {
         if unit.memo && !unit.judged.insert(raw, access == Access::Write, base) {
             return;
         }
-        if paths::glob_may_match_sensitive(raw) {
+        // A shell glob is read by a program (`wc -l server.?em`), so only its vouched shapes
+        // pass; a file tool's pattern (Glob) lists names, and is asked of the samples.
+        let may_match_sensitive =
+            if unit.memo { paths::shell_glob_may_match_sensitive(raw) } else { paths::glob_may_match_sensitive(raw) };
+        if may_match_sensitive {
             unit.path_tier = unit.path_tier.max(Tier::High);
             unit.add(
                 ReasonCode::CredentialPath,

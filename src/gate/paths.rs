@@ -752,6 +752,33 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
     })
 }
 
+/// [`glob_may_match_sensitive`] for a shell word, whose files a program reads: a wildcard is
+/// vouched for only in a shape that cannot spell part of one distinctive name. Every
+/// component with a wildcard must be all `*` (`src/*`, `**`) or `*.EXT`, with EXT a plain
+/// extension that is no secret's (`*.rs`, `*.json`; not `*.pem`, `*.bak`). `server.?em`,
+/// `s?rvice-account.json`, `.*.production`, `id_*` and `test_*.py` are not vouched for: a
+/// sample list cannot name every secret a `?` or a prefix could complete (red-team round 59).
+/// A `*.EXT` may still match a secret by accident (`secrets.json`), as the glob rule allows.
+pub fn shell_glob_may_match_sensitive(raw: &str) -> bool {
+    if !raw.bytes().fold(false, |found, byte| found | matches!(byte, b'*' | b'?' | b'[')) {
+        return false;
+    }
+    let vouched_shape = |component: &str| {
+        if component.bytes().all(|byte| byte == b'*') {
+            return true;
+        }
+        let Some(extension) = component.strip_prefix("*.") else { return false };
+        let extension = extension.to_ascii_lowercase();
+        (1..=10).contains(&extension.len())
+            && extension.bytes().all(|byte| byte.is_ascii_alphanumeric())
+            && !SENSITIVE_EXTENSIONS.contains(&extension.as_str())
+            && !matches!(extension.as_str(), "tfvars" | "pub")
+            && !BACKUP_SUFFIXES.iter().any(|suffix| suffix.strip_prefix('.') == Some(extension.as_str()))
+    };
+    let unvouched = raw.split('/').any(|component| component.contains(['*', '?', '[']) && !vouched_shape(component));
+    unvouched || glob_may_match_sensitive(raw)
+}
+
 /// A glob component with each bracket expression (`[…]`, classes, negations and escapes
 /// included) replaced by `?`, which matches whatever any of them could. A `[` whose end it
 /// cannot place becomes `*` with the rest of the component: over-matching is the safe side
@@ -1441,6 +1468,31 @@ mod tests {
         }
         for sample in SENSITIVE_SAMPLES.iter().filter(|sample| sample.starts_with("x.")) {
             assert!(is_sensitive_name(sample), "{sample}");
+        }
+    }
+
+    #[test]
+    fn shell_globs_are_vouched_for_in_a_few_shapes() {
+        for glob in ["src/*.rs", "tests/**/*.json", "src/*", "*.RS", "docs/*.md2"] {
+            assert!(!shell_glob_may_match_sensitive(glob), "{glob}");
+        }
+        for glob in [
+            "server.?em",
+            "s?rvice-account.json",
+            ".*.production",
+            "id_*",
+            "test_*.py",
+            "*.pem",
+            "*.bak",
+            "*.orig",
+            "s?crets",
+            "src/[a-z]*.rs",
+            "*.tfvars",
+            "deploy_ke?",
+            ".?ube",
+            "*.a.b",
+        ] {
+            assert!(shell_glob_may_match_sensitive(glob), "{glob}");
         }
     }
 

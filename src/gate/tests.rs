@@ -226,6 +226,11 @@ fn a_loop_variable_stands_for_its_one_word() {
         // zsh's `histchars` keeps three characters; `~` is home only at a word's start.
         r#"for histchars in .enXample; do wc -l "${histchars}v"; done"#,
         r#"for f in ~; do cat "..$f/.config/gh/hosts.yml"; done"#,
+        // The value names the variable: the body can assign it through `"$f"`.
+        r#"for f in f; do printf -v "$f" %s .env; cat "$f"; done"#,
+        // A glob of a shape that spells part of a secret's name.
+        r#"for f in .*.production; do wc -l < "$f"; done"#,
+        "wc -l < server.?em",
         // Several words, or a word only known at run time.
         r#"for f in src/*.rs .env; do wc -l "$f"; done"#,
         r#"for f in $(ls); do wc -l "$f"; done"#,
@@ -345,7 +350,7 @@ fn shell_parts_are_each_judged_strictest_wins() {
     assert_eq!(outcome.primary, ReasonCode::PrivilegeEscalation);
     let outcome = bash(&gate, "cd ~ && cat .ssh/id_rsa");
     assert_eq!(outcome.primary, ReasonCode::CredentialPath);
-    let outcome = bash(&gate, "find . -name '*.tmp' -delete");
+    let outcome = bash(&gate, "find . -name '*.o' -delete");
     assert_eq!(outcome.primary, ReasonCode::DangerousFlag);
     assert!(outcome.reason().unwrap().contains("safe.find"));
 }

@@ -1327,6 +1327,11 @@ impl Walker<'_> {
         if value.dynamic || value.text.contains("$(") || value.text.contains('`') || value.text.contains('~') {
             return None;
         }
+        // `for f in f` lets the body assign the variable through its own value
+        // (`printf -v "$f" …`, `read "$f"`) without naming it (red-team round 59).
+        if value.text == name {
+            return None;
+        }
         let body = clause.body.list.to_string();
         if !only_expands(&body, name) {
             return None;
