@@ -763,20 +763,31 @@ pub fn shell_glob_may_match_sensitive(raw: &str) -> bool {
     if !raw.bytes().fold(false, |found, byte| found | matches!(byte, b'*' | b'?' | b'[')) {
         return false;
     }
-    let vouched_shape = |component: &str| {
+    // Without allocating: this runs for every glob word judged. For these two shapes the
+    // sample check of [`glob_may_match_sensitive`] reduces to: does a sample not starting
+    // with a dot (bash's `*` skips a leading one) end in `.EXT` (`*.md` and `claude.md`).
+    raw.split('/').filter(|component| component.contains(['*', '?', '['])).any(|component| {
         if component.bytes().all(|byte| byte == b'*') {
-            return true;
+            return false;
         }
-        let Some(extension) = component.strip_prefix("*.") else { return false };
-        let extension = extension.to_ascii_lowercase();
-        (1..=10).contains(&extension.len())
-            && extension.bytes().all(|byte| byte.is_ascii_alphanumeric())
-            && !SENSITIVE_EXTENSIONS.contains(&extension.as_str())
-            && !matches!(extension.as_str(), "tfvars" | "pub")
-            && !BACKUP_SUFFIXES.iter().any(|suffix| suffix.strip_prefix('.') == Some(extension.as_str()))
-    };
-    let unvouched = raw.split('/').any(|component| component.contains(['*', '?', '[']) && !vouched_shape(component));
-    unvouched || glob_may_match_sensitive(raw)
+        let Some(extension) = component.strip_prefix("*.") else { return true };
+        let named = |list: &[&str]| list.iter().any(|listed| listed.eq_ignore_ascii_case(extension));
+        let backup = BACKUP_SUFFIXES
+            .iter()
+            .any(|suffix| suffix.strip_prefix('.').is_some_and(|bare| bare.eq_ignore_ascii_case(extension)));
+        let sample_ends_so = SENSITIVE_SAMPLES.iter().any(|sample| {
+            !sample.starts_with('.')
+                && sample.len() > extension.len() + 1
+                && sample.as_bytes()[sample.len() - extension.len() - 1] == b'.'
+                && sample[sample.len() - extension.len()..].eq_ignore_ascii_case(extension)
+        });
+        !(1..=10).contains(&extension.len())
+            || !extension.bytes().all(|byte| byte.is_ascii_alphanumeric())
+            || named(&SENSITIVE_EXTENSIONS)
+            || named(&["tfvars", "pub"])
+            || backup
+            || sample_ends_so
+    })
 }
 
 /// A glob component with each bracket expression (`[…]`, classes, negations and escapes
@@ -1473,7 +1484,7 @@ mod tests {
 
     #[test]
     fn shell_globs_are_vouched_for_in_a_few_shapes() {
-        for glob in ["src/*.rs", "tests/**/*.json", "src/*", "*.RS", "docs/*.md2"] {
+        for glob in ["src/*.rs", "tests/**/*.json", "src/*", "*.RS", "docs/*.md2", "/home/dev/*.rs"] {
             assert!(!shell_glob_may_match_sensitive(glob), "{glob}");
         }
         for glob in [
@@ -1491,6 +1502,9 @@ mod tests {
             "deploy_ke?",
             ".?ube",
             "*.a.b",
+            "*.md",
+            "*.YML",
+            "*.",
         ] {
             assert!(shell_glob_may_match_sensitive(glob), "{glob}");
         }
