@@ -725,9 +725,7 @@ fn bracket(pattern: &[char], open: usize, c: char) -> Option<(bool, usize)> {
 /// sample sensitive names, following bash (`*` does not match a leading dot); a bare `*`
 /// carries no intent and is not flagged. Plain paths return `false`.
 pub fn glob_may_match_sensitive(raw: &str) -> bool {
-    // A byte scan (the three are ASCII): this runs for every path judged, and most have none.
-    // A fold without an early exit, which the compiler turns into vector instructions.
-    if !raw.bytes().fold(false, |found, byte| found | matches!(byte, b'*' | b'?' | b'[')) {
+    if !has_glob_character(raw) {
         return false;
     }
     raw.to_ascii_lowercase().split('/').filter(|component| component.contains(['*', '?', '['])).any(|component| {
@@ -752,6 +750,13 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
     })
 }
 
+/// Whether `raw` holds `*`, `?` or `[`. A byte scan (the three are ASCII): this runs for every
+/// path judged, and most have none. A fold without an early exit, which the compiler turns
+/// into vector instructions.
+fn has_glob_character(raw: &str) -> bool {
+    raw.bytes().fold(false, |found, byte| found | matches!(byte, b'*' | b'?' | b'['))
+}
+
 /// [`glob_may_match_sensitive`] for a shell word, whose files a program reads: a wildcard is
 /// vouched for only in a shape that cannot spell part of one distinctive name. Every
 /// component with a wildcard must be all `*` (`src/*`, `**`) or `*.EXT`, with EXT a plain
@@ -760,7 +765,7 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
 /// sample list cannot name every secret a `?` or a prefix could complete (red-team round 59).
 /// A `*.EXT` may still match a secret by accident (`secrets.json`), as the glob rule allows.
 pub fn shell_glob_may_match_sensitive(raw: &str) -> bool {
-    if !raw.bytes().fold(false, |found, byte| found | matches!(byte, b'*' | b'?' | b'[')) {
+    if !has_glob_character(raw) {
         return false;
     }
     // Without allocating: this runs for every glob word judged. For these two shapes the
@@ -784,7 +789,7 @@ pub fn shell_glob_may_match_sensitive(raw: &str) -> bool {
         !(1..=10).contains(&extension.len())
             || !extension.bytes().all(|byte| byte.is_ascii_alphanumeric())
             || named(&SENSITIVE_EXTENSIONS)
-            || named(&["tfvars", "pub"])
+            || extension.eq_ignore_ascii_case("pub")
             || backup
             || sample_ends_so
     })

@@ -1739,10 +1739,15 @@ impl Walker<'_> {
                 };
                 match target {
                     ast::IoFileRedirectTarget::Filename(word) => {
-                        let target = if matches!(kind, ast::IoFileRedirectKind::Read) {
-                            self.read_redirect_target(&word.value, depth, part)
-                        } else {
-                            self.redirect_target(&word.value, depth)
+                        // A glob is kept only for `<`: the part is marked, and only a program
+                        // that counts what it reads is vouched for on it.
+                        let target = match self.redirect_word(&word.value, depth) {
+                            Some((text, false)) => Some(text),
+                            Some((text, true)) if matches!(kind, ast::IoFileRedirectKind::Read) => {
+                                part.reads_glob_through_redirect = true;
+                                Some(text)
+                            }
+                            _ => None,
                         };
                         part.redirects.push((target, access));
                     }
@@ -1792,26 +1797,17 @@ impl Walker<'_> {
     /// A redirection's file: `None` when it is only known at run time (a parameter, a glob,
     /// or braces that make several words, which bash refuses as an ambiguous redirect).
     fn redirect_target(&mut self, word: &str, depth: usize) -> Option<String> {
+        self.redirect_word(word, depth).filter(|(_, glob)| !glob).map(|(text, _)| text)
+    }
+
+    /// The one known word a redirection's target expands to, and whether it is a glob (which
+    /// names one file it matches: `< src/*.rs`, or `< "$f"` in a loop over one).
+    fn redirect_word(&mut self, word: &str, depth: usize) -> Option<(String, bool)> {
         let mut words = self.expand(word, depth);
         match words.as_slice() {
             // zsh reads `>! file` and `>>! file` as overwriting redirections; bash sees a file
             // named `!`. A target starting with `!` is unknown, whichever shell runs it.
-            [only] if !only.dynamic && !only.glob && !only.text.starts_with('!') => words.pop().map(|word| word.text),
-            _ => None,
-        }
-    }
-
-    /// `< WORD`: as [`Walker::redirect_target`], but a glob (`< src/*.rs`, or `< "$f"` in a
-    /// loop over one) names one file it matches, so it is kept as the glob and the part is
-    /// marked: only a program that counts what it reads is vouched for on it.
-    fn read_redirect_target(&mut self, word: &str, depth: usize, part: &mut CommandPart) -> Option<String> {
-        let mut words = self.expand(word, depth);
-        match words.as_slice() {
-            [only] if !only.dynamic && only.glob && !only.text.starts_with('!') => {
-                part.reads_glob_through_redirect = true;
-                words.pop().map(|word| word.text)
-            }
-            [only] if !only.dynamic && !only.glob && !only.text.starts_with('!') => words.pop().map(|word| word.text),
+            [only] if !only.dynamic && !only.text.starts_with('!') => words.pop().map(|word| (word.text, word.glob)),
             _ => None,
         }
     }
