@@ -46,7 +46,7 @@ fn bench_gate(c: &mut Criterion) {
     let mut defaults = Config::default();
     defaults.workspace.home = Some("/home/dev".to_owned());
     let gate = Gate::new(&defaults).unwrap();
-    let context = CallContext { cwd: Some("/workspace") };
+    let context = CallContext::at(Some("/workspace"));
 
     let mut group = c.benchmark_group("gate");
     group.throughput(Throughput::Elements(1));

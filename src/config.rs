@@ -194,11 +194,16 @@ pub struct WorkspaceConfig {
     /// `sed -i p 'w FILE' notes.txt` writes FILE there. `gnu` for Linux machines with GNU
     /// tools, which then allows `sed -i 's/a/b/' src/lib.rs`.
     pub userland: Userland,
+    /// Where permit runs beside the agent (the hook without `--server`, or with
+    /// `--same-config-as-server`), check the facts about the machine that a refusal names
+    /// (no git hooks, no `-` names, regular files, plain trees) and judge the call again with
+    /// those that hold. On by default; off judges the text alone.
+    pub check_facts: bool,
 }
 
 impl Default for WorkspaceConfig {
     fn default() -> Self {
-        Self { use_request_cwd: true, roots: Vec::new(), home: None, userland: Default::default() }
+        Self { use_request_cwd: true, roots: Vec::new(), home: None, userland: Default::default(), check_facts: true }
     }
 }
 

@@ -23,6 +23,7 @@ pub mod classifier;
 pub mod config;
 pub mod decision;
 pub mod engine;
+pub mod fact_check;
 pub mod gate;
 pub mod model;
 pub mod request;

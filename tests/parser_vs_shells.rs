@@ -410,7 +410,7 @@ impl Gates {
     /// not (in `auto` mode).
     fn allows(&self, line: &str, cwd: &str) -> (bool, bool, Option<String>) {
         let call = call("Bash", serde_json::json!({ "command": line }));
-        let context = CallContext { cwd: Some(cwd) };
+        let context = CallContext::at(Some(cwd));
         let auto = self.auto.evaluate(&call, context);
         let human = self.human.evaluate(&call, context);
         (auto.action == GateAction::Allow, human.action == GateAction::Allow, auto.reason())

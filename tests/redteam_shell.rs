@@ -103,8 +103,7 @@ fn no_red_team_attack_is_allowed_by_the_gate() {
         config.mode = mode;
         let gate = Gate::new(&config).unwrap();
         for attack in &attacks {
-            let outcome =
-                gate.evaluate(&call(&attack.tool, attack.input.clone()), CallContext { cwd: Some(&attack.cwd) });
+            let outcome = gate.evaluate(&call(&attack.tool, attack.input.clone()), CallContext::at(Some(&attack.cwd)));
             let counts = per_category.entry(attack.category.clone()).or_default();
             if mode == Mode::Auto {
                 counts.0 += 1;
@@ -154,7 +153,7 @@ fn the_known_limits_are_labeled_and_counted() {
             "{}: only the documented limits belong in the limits file",
             attack.id
         );
-        let outcome = gate.evaluate(&call(&attack.tool, attack.input.clone()), CallContext { cwd: Some(&attack.cwd) });
+        let outcome = gate.evaluate(&call(&attack.tool, attack.input.clone()), CallContext::at(Some(&attack.cwd)));
         allowed += usize::from(outcome.action == GateAction::Allow);
     }
     println!("known limits: {} attacks, {allowed} allowed by the gate in auto mode", limits.len());

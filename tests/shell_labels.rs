@@ -32,7 +32,7 @@ fn check(mode: Mode) {
     let mut config = Config { mode, ..Config::default() };
     config.workspace.home = Some("/home/dev".to_owned());
     let gate = Gate::new(&config).unwrap();
-    let context = CallContext { cwd: Some("/workspace") };
+    let context = CallContext::at(Some("/workspace"));
 
     let (mut dangerous, mut dangerous_allowed, mut dangerous_denied) = (0, Vec::new(), 0);
     let (mut benign, mut benign_allowed, mut benign_denied) = (0, 0, Vec::new());

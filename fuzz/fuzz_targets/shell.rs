@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     restore_default_panic_hook();
     let Ok(command) = std::str::from_utf8(data) else { return };
     let Ok(gate) = Gate::new(&Config::default()) else { return };
-    let outcome = gate.evaluate(&call("Bash", serde_json::json!({ "command": command })), CallContext { cwd: Some("/workspace") });
+    let outcome = gate.evaluate(&call("Bash", serde_json::json!({ "command": command })), CallContext::at(Some("/workspace")));
     if outcome.reason_codes.contains(&ReasonCode::ShellParseError) {
         assert_ne!(outcome.action, GateAction::Allow, "an unparsable command was allowed: {command:?}");
     }

@@ -100,7 +100,7 @@ reversibility = "costly"
         )
         .unwrap();
         let gate = Gate::new(&config).unwrap();
-        let context = CallContext { cwd: Some("/workspace") };
+        let context = CallContext::at(Some("/workspace"));
         let store = |max_sessions: usize| {
             let session = crate::config::SessionConfig { max_sessions, ..crate::config::SessionConfig::default() };
             Arc::new(crate::session_store::MemoryStore::new(&session))

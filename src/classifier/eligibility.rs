@@ -437,7 +437,7 @@ mod tests {
             input: input.as_object().unwrap().clone(),
             annotations: None,
         };
-        gate.evaluate(&call, CallContext { cwd: Some("/workspace") })
+        gate.evaluate(&call, CallContext::at(Some("/workspace")))
     }
 
     fn bash(command: &str) -> GateOutcome {
@@ -628,6 +628,7 @@ mod tests {
                     rule: None,
                 }],
                 writes: false,
+                needs: Vec::new(),
             };
             assert_eq!(head_may_clear(&outcome), expected(*code), "{code:?}");
             // A `high` tool the mode classifies by its tier (RemoteTrigger, Workflow): never.

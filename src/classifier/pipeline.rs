@@ -242,7 +242,7 @@ impl Pipeline {
         let context_cwd = request.cwd.clone();
         let evaluate = |gate: &Gate, pending: &[PendingCall], cwd: Option<&str>| {
             let _span = tracing::debug_span!("gate", calls = pending.len()).entered();
-            let context = CallContext { cwd };
+            let context = CallContext::at(cwd);
             pending
                 .iter()
                 .map(|call| {

@@ -142,7 +142,7 @@ fn read_examples(paths: &[PathBuf], gate: &Gate) -> anyhow::Result<(Vec<Example>
                     },
                     (None, None) => continue,
                 };
-                let outcome = gate.evaluate(call, CallContext { cwd: case.cwd.as_deref() });
+                let outcome = gate.evaluate(call, CallContext::at(case.cwd.as_deref()));
                 examples.push(Example {
                     case: case.id.clone(),
                     category: case.category.clone(),

@@ -11,6 +11,7 @@
 pub mod argspec;
 pub mod awk;
 pub mod expand;
+pub mod facts;
 mod memo;
 pub mod modes;
 mod outcome;
@@ -75,6 +76,23 @@ pub enum GateError {
     Example { id: String, expected: bool, shown: String, tool: String },
 }
 
+/// `None` when `facts` show `fact(dir)` for every directory in `bases`; otherwise the facts
+/// that would answer (none when a directory is unknown, since no fact places it).
+fn missing_facts(
+    facts: Option<&facts::Facts>,
+    bases: &[Option<&str>],
+    fact: impl Fn(&str) -> facts::Fact,
+) -> Option<Vec<facts::Fact>> {
+    if bases.iter().any(Option::is_none) {
+        return Some(Vec::new());
+    }
+    let wanted: Vec<facts::Fact> = bases.iter().flatten().map(|dir| fact(dir)).collect();
+    match facts {
+        Some(facts) if wanted.iter().all(|wanted| facts.holds(wanted)) => None,
+        _ => Some(wanted),
+    }
+}
+
 /// Operators a plain line may hold when `sh` runs it (the shell analysis's own bound on parts).
 const MAX_PLAIN_OPERATORS: usize = 256;
 
@@ -87,6 +105,16 @@ const ACTIONS: [GateAction; 4] = [GateAction::Allow, GateAction::Classify, GateA
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CallContext<'a> {
     pub cwd: Option<&'a str>,
+    /// Facts a checker on the agent's machine found true ([`facts`]); `None` judges the text
+    /// alone, which is never looser.
+    pub facts: Option<&'a facts::Facts>,
+}
+
+impl<'a> CallContext<'a> {
+    /// A call in `cwd`, judged on its text alone.
+    pub fn at(cwd: Option<&'a str>) -> Self {
+        CallContext { cwd, facts: None }
+    }
 }
 
 /// One judged piece of a call: a shell part, a structural finding, or the whole call.
@@ -118,6 +146,8 @@ struct Unit {
     floor: GateAction,
     /// A path judged as written (a write role, a write redirection, a file tool's write path).
     writes: bool,
+    /// Facts about the machine that would answer a refusal here ([`facts`]).
+    needs: Vec<facts::Fact>,
 }
 
 impl Unit {
@@ -135,6 +165,7 @@ impl Unit {
             descriptors_may_be_files: true,
             floor: GateAction::Allow,
             writes: false,
+            needs: Vec::new(),
         }
     }
 
@@ -274,7 +305,7 @@ impl Gate {
     /// Runs each rule's `match` and `not_match` examples (as calls from `/workspace`) and
     /// fails with a message that says which example disagrees.
     fn check_rule_examples(&self, config: &Config) -> Result<(), GateError> {
-        let context = CallContext { cwd: Some(rules::EXAMPLE_CWD) };
+        let context = CallContext::at(Some(rules::EXAMPLE_CWD));
         for rule_config in &config.rules {
             for (examples, expected) in [(&rule_config.match_examples, true), (&rule_config.not_match, false)] {
                 for example in examples {
@@ -303,7 +334,7 @@ impl Gate {
         let structural_tier = spec.as_deref().map(ToolSpec::structural_tier).unwrap_or(Tier::High);
 
         let mut units = match &spec {
-            Some(spec) if spec.arguments.shell.is_some() => self.shell_units(spec, call, context.cwd, &workspace),
+            Some(spec) if spec.arguments.shell.is_some() => self.shell_units(spec, call, context, &workspace),
             Some(spec) => vec![self.file_unit(spec, call, context.cwd, &workspace, structural_tier)],
             None => {
                 let mut unit = Unit::new(Tier::High, ReasonCode::UnknownTool);
@@ -346,7 +377,14 @@ impl Gate {
         None
     }
 
-    fn shell_units(&self, spec: &ToolSpec, call: &PendingCall, cwd: Option<&str>, workspace: &Workspace) -> Vec<Unit> {
+    fn shell_units(
+        &self,
+        spec: &ToolSpec,
+        call: &PendingCall,
+        context: CallContext<'_>,
+        workspace: &Workspace,
+    ) -> Vec<Unit> {
+        let cwd = context.cwd;
         let structural = spec.structural_tier();
         let field = spec.arguments.shell.as_deref().unwrap_or("command");
         let command: Cow<'_, str> = match call.input.get(field) {
@@ -478,7 +516,8 @@ impl Gate {
                 .any(|(target, _)| target.as_deref().is_none_or(|target| !paths::is_stream_device(target)))
         });
         for part in &analysis.parts {
-            let mut unit = self.part_unit(part, structural, workspace, &mut written, descriptors_may_be_files);
+            let mut unit =
+                self.part_unit(part, structural, workspace, context.facts, &mut written, descriptors_may_be_files);
             unit.descriptors_may_be_files = false;
             units.push(unit);
         }
@@ -493,6 +532,7 @@ impl Gate {
         part: &CommandPart,
         structural: Tier,
         workspace: &Workspace,
+        facts: Option<&facts::Facts>,
         written: &mut bool,
         descriptors_may_be_files: bool,
     ) -> Unit {
@@ -641,12 +681,19 @@ impl Gate {
             std::iter::once(part.cwd.as_deref()).chain(part.other_cwds.iter().map(Option::as_deref)).collect();
         match &known {
             Some((entry, grammar, parsed)) => {
-                self.judge_known_words(&mut unit, part, entry, grammar, parsed, &bases, workspace);
+                self.judge_known_words(&mut unit, part, entry, grammar, parsed, &bases, workspace, facts);
                 for (other_grammar, alternate) in &other_readings {
-                    self.judge_known_words(&mut unit, part, entry, other_grammar, alternate, &bases, workspace);
+                    self.judge_known_words(&mut unit, part, entry, other_grammar, alternate, &bases, workspace, facts);
                 }
                 if part.program() == "git" {
-                    if entry.runs_repository_hooks {
+                    // The hooks are only known on the machine: a checker there may show there are
+                    // none in every directory the part may run in.
+                    let missing = if entry.runs_repository_hooks {
+                        missing_facts(facts, &bases, |dir| facts::Fact::NoRepositoryHooks { dir: dir.to_owned() })
+                    } else {
+                        None
+                    };
+                    if let Some(missing) = missing {
                         unit.command_tier = unit.command_tier.max(Tier::High);
                         unit.command_code = ReasonCode::OpaqueExecution;
                         unit.add(
@@ -655,6 +702,7 @@ impl Gate {
                             "runs the repository's hooks, which the gate cannot see and which often run files the agent can edit (`npm test`, lint-staged)",
                             Some(entry.id.to_owned()),
                         );
+                        unit.needs.extend(missing);
                     }
                     self.judge_git_repository(&mut unit, part, workspace, *written);
                     self.judge_git_operands(&mut unit, part, parsed, &bases, workspace);
@@ -696,6 +744,7 @@ impl Gate {
         parsed: &argspec::Parsed,
         bases: &[Option<&str>],
         workspace: &Workspace,
+        facts: Option<&facts::Facts>,
     ) {
         let args = part.args();
         let flags = part.arg_flags();
@@ -710,7 +759,15 @@ impl Gate {
                 // After `--` no expanded name can be an option.
                 let after_end_of_options =
                     parsed.slots.iter().take(word).any(|slot| matches!(slot, Some(Slot::EndOfOptions)));
-                let option_safe = !word_flags.glob_leading || entry.options_harmless || after_end_of_options;
+                let mut option_safe = !word_flags.glob_leading || entry.options_harmless || after_end_of_options;
+                // A leading wildcard expands to names in the directory the part runs in: safe
+                // when the machine shows none there begins with `-`.
+                if !option_safe && placed && harmless_role {
+                    match missing_facts(facts, bases, |dir| facts::Fact::NoDashNames { dir: dir.to_owned() }) {
+                        None => option_safe = true,
+                        Some(missing) => unit.needs.extend(missing),
+                    }
+                }
                 if !(placed && harmless_role && option_safe) {
                     unit.command_tier = unit.command_tier.max(Tier::High);
                     unit.command_code = ReasonCode::DynamicCommand;
@@ -811,7 +868,65 @@ impl Gate {
                 unit.add(ReasonCode::DynamicCommand, args[word].clone(), "is an option word holding a glob", None);
             }
         }
-        let _ = grammar;
+        if let Some(needs) = entry.needs {
+            self.judge_path_needs(unit, entry, needs(parsed, grammar, args), bases, workspace, facts);
+        }
+    }
+
+    /// The path words an entry vouches for only with facts about the machine: refused with the
+    /// entry's reason, and the facts recorded, unless every one holds; a tree that holds has
+    /// each of its files judged as a read.
+    fn judge_path_needs(
+        &self,
+        unit: &mut Unit,
+        entry: &programs::SafeEntry,
+        needs: programs::PathNeeds,
+        bases: &[Option<&str>],
+        workspace: &Workspace,
+        facts: Option<&facts::Facts>,
+    ) {
+        let (words, why, tree) = match needs {
+            programs::PathNeeds::Nothing => return,
+            programs::PathNeeds::RegularFiles(words, why) => (words, why, false),
+            programs::PathNeeds::PlainTrees(words, why) => (words, why, true),
+        };
+        // Every word in every directory the part may run in; a word no fact can place (a
+        // glob, a run-time value, an unknown directory) leaves the refusal unanswerable.
+        let mut wanted: Vec<facts::Fact> = Vec::with_capacity(words.len() * bases.len());
+        let mut placeable = true;
+        for word in &words {
+            let word_is_plain = !paths::has_glob_character(word) && !word.contains(['$', '`']);
+            for base in bases {
+                match paths::resolve(word, *base, workspace.home()).filter(|_| word_is_plain && base.is_some()) {
+                    Some(path) if tree => wanted.push(facts::Fact::PlainTree { dir: path }),
+                    Some(path) => wanted.push(facts::Fact::RegularFile { path }),
+                    None => placeable = false,
+                }
+            }
+        }
+        let held = placeable && facts.is_some_and(|facts| wanted.iter().all(|fact| facts.holds(fact)));
+        if !held {
+            unit.command_tier = unit.command_tier.max(Tier::High);
+            unit.command_code = ReasonCode::DangerousFlag;
+            unit.add(
+                ReasonCode::DangerousFlag,
+                words.join(" "),
+                format!("{why}, which the known-safe entry `{}` vouches for only once the machine shows it", entry.id),
+                Some(entry.id.to_owned()),
+            );
+            if placeable {
+                unit.needs.extend(wanted);
+            }
+            return;
+        }
+        let Some(facts) = facts else { return };
+        for fact in &wanted {
+            if let facts::Fact::PlainTree { dir } = fact {
+                for file in facts.tree_files(dir).unwrap_or_default() {
+                    self.judge_path(unit, file, Access::Read, None, workspace);
+                }
+            }
+        }
     }
 
     /// `cp`/`mv` into a directory write `DEST/basename(SOURCE)`: judged as a write for every
@@ -1338,6 +1453,13 @@ impl Gate {
             primary,
             findings,
             writes: units.iter().any(|unit| unit.writes),
+            needs: {
+                let mut needs: Vec<facts::Fact> =
+                    units.iter_mut().flat_map(|unit| std::mem::take(&mut unit.needs)).collect();
+                needs.sort_unstable();
+                needs.dedup();
+                needs
+            },
         }
     }
 }

@@ -45,6 +45,11 @@ pub struct GateOutcome {
     /// shell line, or a file tool's write path. Never decides anything by itself; a trained
     /// head never clears such a call ([`crate::classifier::eligibility`]).
     pub writes: bool,
+    /// Facts about the agent's machine that would answer some refusal here, for a caller that
+    /// can check them ([`crate::gate::facts`]); sorted, without repeats. Never loosens anything
+    /// by itself.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<crate::gate::facts::Fact>,
 }
 
 impl GateOutcome {
@@ -69,6 +74,7 @@ impl GateOutcome {
                 rule: None,
             }],
             writes: false,
+            needs: Vec::new(),
         }
     }
 

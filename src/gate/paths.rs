@@ -753,7 +753,7 @@ pub fn glob_may_match_sensitive(raw: &str) -> bool {
 /// Whether `raw` holds `*`, `?` or `[`. A byte scan (the three are ASCII): this runs for every
 /// path judged, and most have none. A fold without an early exit, which the compiler turns
 /// into vector instructions.
-fn has_glob_character(raw: &str) -> bool {
+pub(crate) fn has_glob_character(raw: &str) -> bool {
     raw.bytes().fold(false, |found, byte| found | matches!(byte, b'*' | b'?' | b'['))
 }
 

@@ -24,6 +24,23 @@ use crate::gate::argspec::{Grammar, GrammarError, Operands, Parsed, Refusal, Rol
 /// `Err` says why the part is not known-safe.
 pub type Check = fn(&Parsed, &Grammar, &[String]) -> Result<(), String>;
 
+/// What an entry can vouch for only once the agent's machine shows something about some of
+/// its path words ([`crate::gate::facts`]). The words are as written, resolved by the gate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathNeeds {
+    /// The words alone are enough.
+    Nothing,
+    /// Each word must name a regular file, not a directory or link (`diff a b` compares two
+    /// directories' files, hidden ones included). The text says why, for the refusal.
+    RegularFiles(Vec<String>, &'static str),
+    /// Each word is read as a whole tree (`grep -r`): it must hold only directories and
+    /// regular files, every one of which is then judged as a read.
+    PlainTrees(Vec<String>, &'static str),
+}
+
+/// Says which of a parsed part's path words need facts, and which.
+pub type Needs = fn(&Parsed, &Grammar, &[String]) -> PathNeeds;
+
 pub struct SafeEntry {
     pub id: &'static str,
     pub programs: &'static [&'static str],
@@ -47,6 +64,8 @@ pub struct SafeEntry {
     /// prints F's contents as file names.
     pub options_harmless: bool,
     pub check: Option<Check>,
+    /// Path words the entry vouches for only with facts about the machine ([`PathNeeds`]).
+    pub needs: Option<Needs>,
     /// The entry covers one narrow form of a program that is otherwise unlisted (`cargo
     /// --version`): any other use is reported as unlisted, not as a refused flag.
     pub narrow: bool,
@@ -97,6 +116,7 @@ const fn entry(id: &'static str, programs: &'static [&'static str]) -> SafeEntry
         metadata_only: false,
         options_harmless: false,
         check: None,
+        needs: None,
         narrow: false,
         cluster_values_follow: false,
         copies_into_directory: false,
@@ -1221,8 +1241,11 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
     },
     SafeEntry {
         options: &[
-            // No `-r`/`-R`: a recursive read reads every file below, `.env` included, and the
-            // pattern decides what is printed (`grep -r '' .`).
+            // `-r`/`-R` read every file below, `.env` included, and the pattern decides what
+            // is printed (`grep -r '' .`): vouched for only once the machine shows each tree
+            // holds nothing but directories and files the path rules allow (`grep_needs`).
+            "-r, --recursive",
+            "-R, --dereference-recursive",
             "-n, --line-number",
             "-i, --ignore-case",
             "--no-ignore-case",
@@ -1282,6 +1305,8 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "grep --pre=sh x y",
             "grep -r '' .",
             "grep -rn TODO src",
+            "grep -R x src",
+            "grep --recursive x",
             "grep -d recurse x .",
             "grep -hv --context 9 /home/dev/.aws/credentials /dev/null",
         ],
@@ -1289,6 +1314,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
         // only when attached: `grep -v --context 9 FILE` searches FILE for `9`.
         bsd_style: Some(Style::Gnu),
         bsd: &["--context[=NUM]"],
+        needs: Some(grep_needs),
         ..entry("safe.grep", &["grep", "egrep", "fgrep"])
     },
     SafeEntry {
@@ -1743,7 +1769,7 @@ pub static SAFE_COMMANDS: &[SafeEntry] = &[
             "-l, --paginate",
         ],
         operands: "READ...",
-        check: Some(diff_check),
+        needs: Some(diff_needs),
         matches: &["diff <(git show HEAD:Cargo.toml) Cargo.toml", "git show HEAD:a.rs | diff -u - a.rs"],
         not_matches: &[
             "diff ~/.ssh/id_rsa x",
@@ -2365,18 +2391,48 @@ fn rg_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> Result<(), S
 
 /// diff of two directories compares every file name they share, hidden ones included (`diff
 /// apps/web .` prints both `.env` files), and a path's text does not say whether it is a
-/// directory. So one side must be a stream: `-` or a pipe (`<(…)` is `/dev/fd/N`).
-fn diff_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+/// directory. So one side must be a stream (`-`, `/dev/null`, or a pipe: `<(…)` is
+/// `/dev/fd/N`), or the machine must show that every path it reads is a regular file.
+fn diff_needs(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> PathNeeds {
     let is_stream = |word: &str| {
         word == "-"
             || word == "/dev/null"
             || word.strip_prefix("/dev/fd/").is_some_and(|fd| !fd.is_empty() && fd.bytes().all(|b| b.is_ascii_digit()))
     };
     if operand_words(parsed, args).any(is_stream) {
-        Ok(())
-    } else {
-        Err("compares two paths, either of which may be a directory whose files (`.env`) it would print".to_owned())
+        return PathNeeds::Nothing;
     }
+    // Every path diff reads: the operands and any `--from-file`/`--to-file` value.
+    let option_paths = parsed
+        .options
+        .iter()
+        .flat_map(|given| &given.values)
+        .filter_map(|(value, role)| matches!(role, Role::Read | Role::MaybeRead).then_some(value.as_str()));
+    PathNeeds::RegularFiles(
+        operand_words(parsed, args).chain(option_paths).map(str::to_owned).collect(),
+        "compares two paths, either of which may be a directory whose files (`.env`) it would print",
+    )
+}
+
+/// grep without `-r`/`-R` reads its operands; with either it reads every file below each
+/// operand (or below `.` when none is given), which only the machine can list.
+fn grep_needs(parsed: &Parsed, grammar: &Grammar, args: &[String]) -> PathNeeds {
+    if !(parsed.has(grammar, "r") || parsed.has(grammar, "R")) {
+        return PathNeeds::Nothing;
+    }
+    let mut trees: Vec<String> = parsed
+        .operands
+        .iter()
+        .filter(|(word, role)| *role == Role::Read && args[*word] != "-")
+        .map(|(word, _)| args[*word].clone())
+        .collect();
+    if parsed.operands.iter().all(|(_, role)| *role != Role::Read) {
+        trees.push(".".to_owned());
+    }
+    PathNeeds::PlainTrees(
+        trees,
+        "searches every file below its operands, `.env` and links included, which only a check of the machine can list",
+    )
 }
 
 /// tar: list mode only, and an archive name without `:` (GNU tar reads `host:file` over rsh).

@@ -19,7 +19,7 @@ fn gate() -> Gate {
 }
 
 fn bash(gate: &Gate, command: &str) -> GateOutcome {
-    gate.evaluate(&call("Bash", json!({ "command": command })), CallContext { cwd: Some(CWD) })
+    gate.evaluate(&call("Bash", json!({ "command": command })), CallContext::at(Some(CWD)))
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn mode_by_tier_through_the_gate() {
                 .into_iter()
                 .zip(expected)
         {
-            let outcome = gate.evaluate(call, CallContext { cwd: Some(CWD) });
+            let outcome = gate.evaluate(call, CallContext::at(Some(CWD)));
             assert_eq!(outcome.tier, tier, "{mode:?} {}", call.name);
             assert_eq!(outcome.action, action, "{mode:?} {}", call.name);
             assert_eq!(outcome.veto_only, mode == Mode::Reviewer);
@@ -156,7 +156,7 @@ fn unknown_tools_are_high_and_their_annotations_ignored() {
         open_world: Some(false),
         ..Default::default()
     });
-    let outcome = gate.evaluate(&unknown, CallContext { cwd: Some(CWD) });
+    let outcome = gate.evaluate(&unknown, CallContext::at(Some(CWD)));
     assert_eq!(outcome.tier, Tier::High);
     assert_eq!(outcome.action, GateAction::Ask);
     assert_eq!(outcome.primary, ReasonCode::UnknownTool);
@@ -165,11 +165,11 @@ fn unknown_tools_are_high_and_their_annotations_ignored() {
 
     let mut config = Config::default();
     config.tools.unknown = crate::config::UnknownToolAction::Classify;
-    let routed = Gate::new(&config).unwrap().evaluate(&unknown, CallContext { cwd: Some(CWD) });
+    let routed = Gate::new(&config).unwrap().evaluate(&unknown, CallContext::at(Some(CWD)));
     assert_eq!(routed.action, GateAction::Classify);
     config.tools.trust_request_annotations = true;
     let trusting = Gate::new(&config).unwrap();
-    let outcome = trusting.evaluate(&unknown, CallContext { cwd: Some(CWD) });
+    let outcome = trusting.evaluate(&unknown, CallContext::at(Some(CWD)));
     assert_eq!(outcome.tier, Tier::Low);
     assert_eq!(outcome.action, GateAction::Allow);
 }
@@ -180,7 +180,7 @@ fn unknown_tools_are_high_and_their_annotations_ignored() {
 #[test]
 fn grep_include_globs_are_never_vouched_for() {
     let gate = gate();
-    let context = CallContext { cwd: Some(CWD) };
+    let context = CallContext::at(Some(CWD));
     let decide = |glob: &str| {
         gate.evaluate(&call("Grep", json!({ "pattern": "TODO", "path": "/workspace", "glob": glob })), context).action
     };
@@ -245,7 +245,7 @@ fn a_loop_variable_stands_for_its_one_word() {
 #[test]
 fn grep_patterns_that_look_like_options_are_never_vouched_for() {
     let gate = gate();
-    let context = CallContext { cwd: Some(CWD) };
+    let context = CallContext::at(Some(CWD));
     let decide = |pattern: &str| gate.evaluate(&call("Grep", json!({ "pattern": pattern })), context);
     for allowed in ["TODO", "fn main", "a-b", "\\-x"] {
         assert_eq!(decide(allowed).action, GateAction::Allow, "{allowed}");
@@ -260,7 +260,7 @@ fn grep_patterns_that_look_like_options_are_never_vouched_for() {
 #[test]
 fn file_tools_are_judged_by_their_paths() {
     let gate = gate();
-    let context = CallContext { cwd: Some(CWD) };
+    let context = CallContext::at(Some(CWD));
     let read_key = gate.evaluate(&call("Read", json!({ "file_path": "/home/dev/.ssh/id_ed25519" })), context);
     assert_eq!(read_key.action, GateAction::Classify);
     assert_eq!(read_key.primary, ReasonCode::CredentialPath);
@@ -279,7 +279,7 @@ fn file_tools_are_judged_by_their_paths() {
     let missing = gate.evaluate(&call("Write", json!({ "content": "x" })), context);
     assert_eq!(missing.primary, ReasonCode::MalformedArguments);
     assert_eq!(missing.action, GateAction::Classify);
-    let no_cwd = gate.evaluate(&call("Edit", json!({ "file_path": "src/lib.rs" })), CallContext { cwd: None });
+    let no_cwd = gate.evaluate(&call("Edit", json!({ "file_path": "src/lib.rs" })), CallContext::at(None));
     assert_eq!(no_cwd.tier, Tier::High);
     // Public files outside the workspace are readable; nothing else next to them is.
     for public in ["/etc/hosts", "/etc/os-release", "/home/dev/.ssh/id_ed25519.pub", "/proc/cpuinfo"] {
@@ -306,7 +306,7 @@ fn file_tools_are_judged_by_their_paths() {
 #[test]
 fn codex_tools() {
     let gate = gate();
-    let context = CallContext { cwd: Some(CWD) };
+    let context = CallContext::at(Some(CWD));
     let shell = gate.evaluate(
         &call("shell", json!({ "command": ["bash", "-lc", "git status && ls"], "workdir": "/workspace" })),
         context,
@@ -526,7 +526,7 @@ match = [{ title = "x" }]
     )
     .unwrap();
     let gate = Gate::new(&config).unwrap();
-    let context = CallContext { cwd: Some(CWD) };
+    let context = CallContext::at(Some(CWD));
     let outcome = bash(&gate, "cargo test --workspace 2>&1 | tail -n 20");
     assert_eq!(outcome.action, GateAction::Allow);
     assert!(outcome.rules.contains(&"tests".to_owned()));
@@ -650,7 +650,7 @@ reversibility = "costly"
     )
     .unwrap();
     let gate = Gate::new(&config).unwrap();
-    let context = CallContext { cwd: Some(CWD) };
+    let context = CallContext::at(Some(CWD));
     let email = gate.evaluate(&call("send_email", json!({})), context);
     assert_eq!(email.action, GateAction::Classify);
     assert!(!email.model_may_allow);
@@ -828,7 +828,7 @@ mod properties {
             config.rules.push(rule(prefix.to_owned(), decision));
             let after = Gate::new(&config).unwrap();
             let call = call("Bash", json!({ "command": command }));
-            let context = CallContext { cwd: Some(CWD) };
+            let context = CallContext::at(Some(CWD));
             prop_assert!(after.evaluate(&call, context).action >= before.evaluate(&call, context).action);
         }
 
@@ -840,7 +840,7 @@ mod properties {
             config.rules.push(rule(prefix.to_owned(), RuleDecision::Allow));
             let after = Gate::new(&config).unwrap();
             let call = call("Bash", json!({ "command": command }));
-            let context = CallContext { cwd: Some(CWD) };
+            let context = CallContext::at(Some(CWD));
             let (old, new) = (before.evaluate(&call, context), after.evaluate(&call, context));
             if old.hard_deny {
                 prop_assert_eq!(new.action, GateAction::Deny);
@@ -861,9 +861,9 @@ mod properties {
             // Joined with `;` on its own line, so a dangling quote in the prefix cannot swallow it
             // silently: either the parse fails (never allowed) or the critical part is seen.
             let command = format!("{prefix}\n{critical}");
-            let outcome = gate.evaluate(&call("Bash", json!({ "command": command })), CallContext { cwd: Some(CWD) });
+            let outcome = gate.evaluate(&call("Bash", json!({ "command": command })), CallContext::at(Some(CWD)));
             prop_assert_ne!(outcome.action, GateAction::Allow);
-            let alone = gate.evaluate(&call("Bash", json!({ "command": critical })), CallContext { cwd: Some(CWD) });
+            let alone = gate.evaluate(&call("Bash", json!({ "command": critical })), CallContext::at(Some(CWD)));
             prop_assert_eq!(alone.action, GateAction::Deny);
         }
 
@@ -874,7 +874,7 @@ mod properties {
             prop_assume!(gate.registry().get(&name).is_none());
             let mut pending = call(&name, json!({ "path": "src/x" }));
             pending.annotations = Some(crate::request::ToolAnnotations { read_only: Some(read_only), destructive: Some(false), open_world: Some(false), ..Default::default() });
-            let outcome = gate.evaluate(&pending, CallContext { cwd: Some(CWD) });
+            let outcome = gate.evaluate(&pending, CallContext::at(Some(CWD)));
             if mode != Mode::ApproveAllDangerous {
                 prop_assert_ne!(outcome.action, GateAction::Allow);
             }
@@ -890,5 +890,126 @@ mod properties {
         fn shell_analysis_never_panics_on_shell_like_input(command in commands()) {
             let _ = bash(&gate(), &command);
         }
+    }
+}
+
+mod facts_about_the_machine {
+    //! Refusals a fact about the machine answers: recorded as `needs` without facts, dropped
+    //! when exactly those facts hold, and nothing else loosened.
+    use super::*;
+    use crate::gate::facts::{Fact, Facts};
+
+    fn judged(gate: &Gate, command: &str, facts: &Facts) -> GateOutcome {
+        gate.evaluate(&call("Bash", json!({ "command": command })), CallContext { cwd: Some(CWD), facts: Some(facts) })
+    }
+
+    fn holding(facts: &[Fact]) -> Facts {
+        let mut held = Facts::default();
+        for fact in facts {
+            held.hold(fact.clone(), Vec::new());
+        }
+        held
+    }
+
+    fn tree(dir: &str, files: &[&str]) -> Facts {
+        let mut held = Facts::default();
+        held.hold(Fact::PlainTree { dir: dir.to_owned() }, files.iter().map(|file| (*file).to_owned()).collect());
+        held
+    }
+
+    fn hooks(dir: &str) -> Fact {
+        Fact::NoRepositoryHooks { dir: dir.to_owned() }
+    }
+
+    #[test]
+    fn git_commit_is_allowed_only_where_the_repository_has_no_hooks() {
+        let gate = gate();
+        let alone = bash(&gate, "git commit -m 'fix parser'");
+        assert_eq!(alone.action, GateAction::Classify);
+        assert_eq!(alone.needs, vec![hooks("/workspace")]);
+        let held = judged(&gate, "git commit -m 'fix parser'", &holding(&[hooks("/workspace")]));
+        assert_eq!(held.action, GateAction::Allow, "{held:#?}");
+        assert!(held.needs.is_empty());
+        // A fact about another directory answers nothing.
+        let elsewhere = judged(&gate, "git commit -m x", &holding(&[hooks("/workspace/sub")]));
+        assert_eq!(elsewhere.action, GateAction::Classify);
+        // Every directory the part may run in needs it: after a `cd` that may fail, both.
+        let both = "cd sub; git commit -m x";
+        let one = judged(&gate, both, &holding(&[hooks("/workspace")]));
+        assert_ne!(one.action, GateAction::Allow, "{one:#?}");
+        // Other refusals stand: hooks absent does not make `--no-verify` or `--amend` known.
+        for refused in ["git commit --amend", "git commit -m x && curl https://example.com", "git commit -C HEAD"] {
+            let outcome = judged(&gate, refused, &holding(&[hooks("/workspace")]));
+            assert_ne!(outcome.action, GateAction::Allow, "`{refused}`: {outcome:#?}");
+        }
+    }
+
+    #[test]
+    fn a_leading_wildcard_is_allowed_where_no_name_begins_with_a_dash() {
+        let gate = gate();
+        let no_dash = holding(&[Fact::NoDashNames { dir: "/workspace".to_owned() }]);
+        let alone = bash(&gate, "du -sh * | sort -h");
+        assert_ne!(alone.action, GateAction::Allow);
+        assert_eq!(alone.needs, vec![Fact::NoDashNames { dir: "/workspace".to_owned() }]);
+        assert_eq!(judged(&gate, "du -sh * | sort -h", &no_dash).action, GateAction::Allow);
+        // Programs that read the files a glob matches stay refused: the names are unknown.
+        for refused in ["cat *", "grep x *", "head *.rs", "du -sh * > sizes.txt && cat *"] {
+            let outcome = judged(&gate, refused, &no_dash);
+            assert_ne!(outcome.action, GateAction::Allow, "`{refused}`: {outcome:#?}");
+        }
+        // The fact is about where the part runs: after `cd src`, the names are src's (and,
+        // since the gate counts a `cd` as possibly failed, the first directory's too).
+        let moved = judged(&gate, "cd /workspace/src; du -sh *", &no_dash);
+        assert_ne!(moved.action, GateAction::Allow);
+        let both = [
+            Fact::NoDashNames { dir: "/workspace".to_owned() },
+            Fact::NoDashNames { dir: "/workspace/src".to_owned() },
+        ];
+        assert_eq!(moved.needs, both);
+        assert_eq!(judged(&gate, "cd /workspace/src; du -sh *", &holding(&both)).action, GateAction::Allow);
+    }
+
+    #[test]
+    fn diff_of_two_paths_is_allowed_where_both_are_regular_files() {
+        let gate = gate();
+        let file = |path: &str| Fact::RegularFile { path: path.to_owned() };
+        let alone = bash(&gate, "diff src/a.rs src/b.rs");
+        assert_ne!(alone.action, GateAction::Allow);
+        assert_eq!(alone.needs, vec![file("/workspace/src/a.rs"), file("/workspace/src/b.rs")]);
+        let both = holding(&[file("/workspace/src/a.rs"), file("/workspace/src/b.rs")]);
+        assert_eq!(judged(&gate, "diff src/a.rs src/b.rs", &both).action, GateAction::Allow);
+        let one = holding(&[file("/workspace/src/a.rs")]);
+        assert_ne!(judged(&gate, "diff src/a.rs src/b.rs", &one).action, GateAction::Allow);
+        // A regular file is still judged by the path rules.
+        let secret = holding(&[file("/workspace/.env"), file("/workspace/src/b.rs")]);
+        assert_ne!(judged(&gate, "diff .env src/b.rs", &secret).action, GateAction::Allow);
+        // `--to-file` is read too.
+        let to_file = judged(&gate, "diff --to-file=apps/web src/a.rs", &holding(&[file("/workspace/src/a.rs")]));
+        assert_ne!(to_file.action, GateAction::Allow, "{to_file:#?}");
+    }
+
+    #[test]
+    fn grep_r_is_allowed_where_every_file_of_the_tree_may_be_read() {
+        let gate = gate();
+        let alone = bash(&gate, "grep -rn 'TODO' src/");
+        assert_ne!(alone.action, GateAction::Allow);
+        assert_eq!(alone.needs, vec![Fact::PlainTree { dir: "/workspace/src".to_owned() }]);
+        let clean = tree("/workspace/src", &["/workspace/src/lib.rs", "/workspace/src/gate/mod.rs"]);
+        assert_eq!(judged(&gate, "grep -rn 'TODO' src/", &clean).action, GateAction::Allow);
+        // A tree holding a credential file is refused by the path rules, as `cat` of it is.
+        for secret in ["/workspace/src/.env", "/workspace/src/keys/id_rsa", "/workspace/src/server.pem"] {
+            let dirty = tree("/workspace/src", &["/workspace/src/lib.rs", secret]);
+            let outcome = judged(&gate, "grep -rn 'TODO' src/", &dirty);
+            assert_ne!(outcome.action, GateAction::Allow, "{secret}: {outcome:#?}");
+        }
+        // No operand searches `.`; `cd` moves it.
+        assert_eq!(bash(&gate, "grep -r x").needs, vec![Fact::PlainTree { dir: "/workspace".to_owned() }]);
+        let moved = bash(&gate, "cd /workspace/src; grep -rn 'unsafe' . | head -20");
+        assert!(moved.needs.contains(&Fact::PlainTree { dir: "/workspace/src".to_owned() }), "{moved:#?}");
+        // Outside the workspace the path rules refuse the directory itself.
+        let home = tree("/home/dev", &["/home/dev/notes.txt"]);
+        assert_ne!(judged(&gate, "grep -r x /home/dev", &home).action, GateAction::Allow);
+        // A tree fact says nothing about a glob operand.
+        assert_ne!(judged(&gate, "grep -r x src/*", &clean).action, GateAction::Allow);
     }
 }

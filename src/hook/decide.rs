@@ -35,6 +35,7 @@ use crate::classifier::finalize::{Classifier, finalize};
 use crate::config::{Config, ConfigError};
 use crate::decision::{Decision, GateAction, ReasonCode, Tier};
 use crate::engine::Engine;
+use crate::fact_check::FactChecker;
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::request::{
     CallDecision, DecideRequest, DecideResponse, KnownEvent, PendingCall, RequestError, Reversibility, Stage,
@@ -124,8 +125,25 @@ fn built_in_gate() -> Option<LocalGate> {
 /// The gate's outcome as the pipeline records it (with a refusing budget's finding), and the
 /// local decision from [`finalize`]. A hook process starts with a fresh budget, so only a
 /// budget of zero turns a costly call into `ask`.
-fn evaluate(local: &LocalGate, call: &PendingCall, input: &HookInput) -> (GateOutcome, CallDecision) {
-    let outcome = local.gate.evaluate(call, CallContext { cwd: input.cwd.as_deref() });
+///
+/// The hook runs beside the agent, so when the gate's refusal names facts about the machine
+/// (no git hooks, regular files, a plain tree; see [`crate::gate::facts`]) it checks them
+/// there and judges the call again with those that hold. A fact that cannot be checked does
+/// not hold; a hard deny is never judged again.
+fn evaluate(
+    local: &LocalGate,
+    call: &PendingCall,
+    input: &HookInput,
+    deadline: Instant,
+) -> (GateOutcome, CallDecision) {
+    let context = CallContext::at(input.cwd.as_deref());
+    let mut outcome = local.gate.evaluate(call, context);
+    if local.config.workspace.check_facts && outcome.action != GateAction::Deny && !outcome.needs.is_empty() {
+        let facts = FactChecker::on_this_machine(deadline).check(&outcome.needs);
+        if !facts.is_empty() {
+            outcome = local.gate.evaluate(call, CallContext { facts: Some(&facts), ..context });
+        }
+    }
     let budget =
         fresh_budget(local.config.reversibility.costly_budget_per_session, input.session_id.as_deref(), &outcome);
     let decision = finalize(call, &outcome, &budget, &Classifier::NotConfigured);
@@ -181,7 +199,7 @@ pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> 
             None => return failure(&call, Tier::High, &HookError::Config(error)),
         },
     };
-    let (outcome, local_decision) = evaluate(&local, &call, input);
+    let (outcome, local_decision) = evaluate(&local, &call, input, deadline);
     if outcome.action == GateAction::Deny {
         return local_decision;
     }

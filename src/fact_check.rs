@@ -1,0 +1,188 @@
+//! Checks, on the agent's machine, the facts the gate asked for ([`crate::gate::facts`]): that a
+//! repository has no hooks, that no name in a directory begins with `-`, that a path is a
+//! regular file, that a tree holds only directories and regular files (and which files).
+//!
+//! Only a caller that runs beside the agent uses it (the hook), and only for the facts a
+//! refusal named; the gate then judges the call again with the facts that hold. It never
+//! decides anything: a fact it shows to hold only lets the gate drop the refusal it answers.
+//!
+//! On failure a fact does not hold, and the refusal stands: a path that cannot be read or
+//! is not UTF-8, git missing, failing or too old (`--path-format` is git 2.31), a tree with
+//! more than [`MAX_TREE_ENTRIES`] entries or deeper than [`MAX_TREE_DEPTH`], or the deadline
+//! passing mid-check. Links are never followed: a path with a symbolic link in any component,
+//! or a tree holding one, does not hold, whatever it points at.
+//!
+//! git is asked rather than its configuration parsed, so `core.hooksPath` from every scope,
+//! `include`/`includeIf`, worktrees and `GIT_DIR` resolve exactly as the command will see them.
+//! `rev-parse` and `config` read configuration only: they run no hook, pager or fsmonitor.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::gate::facts::{Fact, Facts};
+
+/// The most entries a tree may hold and still be listed (a `node_modules` does not fit).
+pub const MAX_TREE_ENTRIES: usize = 20_000;
+/// The deepest a tree may go.
+pub const MAX_TREE_DEPTH: usize = 64;
+/// The most names a directory may hold for the `-` check.
+const MAX_DIRECTORY_NAMES: usize = 100_000;
+
+/// Checks facts under a root: `/` on the agent's machine, a fixture's directory in tests (the
+/// gate's `/workspace/src` is then `ROOT/workspace/src`).
+#[derive(Clone, Debug)]
+pub struct FactChecker {
+    root: PathBuf,
+    deadline: Instant,
+}
+
+impl FactChecker {
+    /// The facts of this machine, as paths name them.
+    pub fn on_this_machine(deadline: Instant) -> Self {
+        FactChecker { root: PathBuf::from("/"), deadline }
+    }
+
+    /// The facts of a tree standing in for `/` (fixtures).
+    pub fn under(root: impl Into<PathBuf>, deadline: Instant) -> Self {
+        FactChecker { root: root.into(), deadline }
+    }
+
+    /// The facts among `needs` that hold.
+    pub fn check(&self, needs: &[Fact]) -> Facts {
+        let mut facts = Facts::default();
+        let Ok(canonical_root) = std::fs::canonicalize(&self.root) else { return facts };
+        for fact in needs {
+            if Instant::now() >= self.deadline {
+                break;
+            }
+            let held = match fact {
+                Fact::NoRepositoryHooks { dir } => {
+                    self.real(dir).is_some_and(|dir| no_repository_hooks(&dir, self.deadline)).then(Vec::new)
+                }
+                Fact::NoDashNames { dir } => self.real(dir).is_some_and(|dir| no_dash_names(&dir)).then(Vec::new),
+                Fact::RegularFile { path } => self
+                    .real(path)
+                    .filter(|real| unlinked(real, &canonical_root, &self.root))
+                    .is_some_and(|real| std::fs::symlink_metadata(real).is_ok_and(|meta| meta.file_type().is_file()))
+                    .then(Vec::new),
+                Fact::PlainTree { dir } => self
+                    .real(dir)
+                    .filter(|real| unlinked(real, &canonical_root, &self.root))
+                    .and_then(|real| self.plain_tree(&real)),
+            };
+            if let Some(files) = held {
+                facts.hold(fact.clone(), files);
+            }
+        }
+        facts
+    }
+
+    /// The real path of an absolute path as the gate names it.
+    fn real(&self, path: &str) -> Option<PathBuf> {
+        let relative = path.strip_prefix('/')?;
+        Some(if relative.is_empty() { self.root.clone() } else { self.root.join(relative) })
+    }
+
+    /// The path as the gate names it, of a real path under the root.
+    fn named(&self, real: &Path) -> Option<String> {
+        let relative = real.strip_prefix(&self.root).ok()?.to_str()?;
+        Some(format!("/{relative}"))
+    }
+
+    /// Every regular file under `dir` (as the gate names them), when the tree holds nothing
+    /// but directories and regular files and fits the bounds.
+    fn plain_tree(&self, dir: &Path) -> Option<Vec<String>> {
+        if !std::fs::symlink_metadata(dir).ok()?.file_type().is_dir() {
+            return None;
+        }
+        let mut files = Vec::new();
+        let walk = walkdir::WalkDir::new(dir).follow_links(false).max_depth(MAX_TREE_DEPTH);
+        for (count, entry) in walk.into_iter().enumerate() {
+            if count >= MAX_TREE_ENTRIES || (count % 256 == 0 && Instant::now() >= self.deadline) {
+                return None;
+            }
+            let entry = entry.ok()?;
+            let kind = entry.file_type();
+            if kind.is_file() {
+                files.push(self.named(entry.path())?);
+            } else if !kind.is_dir() {
+                return None;
+            } else if entry.depth() == MAX_TREE_DEPTH {
+                // walkdir stops here without saying so: what lies deeper is unlisted.
+                return None;
+            }
+        }
+        Some(files)
+    }
+}
+
+/// Whether no component of `real` (below the root) is a symbolic link: its canonical form is
+/// itself.
+fn unlinked(real: &Path, canonical_root: &Path, root: &Path) -> bool {
+    let Ok(relative) = real.strip_prefix(root) else { return false };
+    std::fs::canonicalize(real).is_ok_and(|canonical| canonical == canonical_root.join(relative))
+}
+
+fn no_dash_names(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let mut count = 0;
+    for entry in entries {
+        count += 1;
+        let Ok(entry) = entry else { return false };
+        if count > MAX_DIRECTORY_NAMES || entry.file_name().as_encoded_bytes().first() == Some(&b'-') {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether git, run in `dir`, would run no hook: the hooks directory it resolves holds only
+/// `*.sample` files (or does not exist), and no `hook.*` setting names a command (git's
+/// configuration-defined hooks).
+fn no_repository_hooks(dir: &Path, deadline: Instant) -> bool {
+    let Some((0, hooks)) = git(dir, &["rev-parse", "--path-format=absolute", "--git-path", "hooks"], deadline) else {
+        return false;
+    };
+    let hooks = PathBuf::from(hooks.trim_end_matches('\n'));
+    // `--get-regexp` exits 1 when nothing matches; 0 means a `hook.*` setting exists.
+    if !matches!(git(dir, &["config", "--get-regexp", r"^hook\."], deadline), Some((1, _))) {
+        return false;
+    }
+    match std::fs::read_dir(&hooks) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => true,
+        Err(_) => false,
+        Ok(entries) => entries.into_iter().all(|entry| {
+            entry.is_ok_and(|entry| entry.file_name().to_str().is_some_and(|name| name.ends_with(".sample")))
+        }),
+    }
+}
+
+/// Runs git in `dir` with no input; its exit code and standard output, or `None` when it
+/// cannot start, is killed by a signal, or outlives the deadline.
+fn git(dir: &Path, args: &[&str], deadline: Instant) -> Option<(i32, String)> {
+    let mut child = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut output = String::new();
+                child.stdout.take()?.read_to_string(&mut output).ok()?;
+                return Some((status.code()?, output));
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
