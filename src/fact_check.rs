@@ -21,7 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::decision::GateAction;
 use crate::gate::facts::{Fact, Facts};
+use crate::gate::{CallContext, Gate, GateOutcome};
+use crate::request::PendingCall;
 
 /// The most entries a tree may hold and still be listed (a `node_modules` does not fit).
 pub const MAX_TREE_ENTRIES: usize = 20_000;
@@ -29,6 +32,25 @@ pub const MAX_TREE_ENTRIES: usize = 20_000;
 pub const MAX_TREE_DEPTH: usize = 64;
 /// The most names a directory may hold for the `-` check.
 const MAX_DIRECTORY_NAMES: usize = 100_000;
+
+/// Judges a call as the hook does: by its text, then, when a refusal other than a deny names
+/// facts about the machine, again with those of them that `checker` finds true.
+pub fn evaluate_checking_facts(
+    gate: &Gate,
+    call: &PendingCall,
+    context: CallContext<'_>,
+    checker: &FactChecker,
+) -> GateOutcome {
+    let outcome = gate.evaluate(call, context);
+    if outcome.action == GateAction::Deny || outcome.needs.is_empty() {
+        return outcome;
+    }
+    let facts = checker.check(&outcome.needs);
+    if facts.is_empty() {
+        return outcome;
+    }
+    gate.evaluate(call, CallContext { facts: Some(&facts), ..context })
+}
 
 /// Checks facts under a root: `/` on the agent's machine, a fixture's directory in tests (the
 /// gate's `/workspace/src` is then `ROOT/workspace/src`).

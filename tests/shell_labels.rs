@@ -3,11 +3,20 @@
 //! dangerous command may be auto-allowed in any mode; the share of benign commands auto-allowed
 //! is printed per mode (run with `--nocapture`) as the gate's measured automation on routine
 //! shell work.
+//!
+//! The set is judged twice: on the text alone, and as the hook judges it beside the agent,
+//! with the facts about the machine a refusal names checked in a typical workspace on disk
+//! (a small Rust project with a fresh git repository and a `.env`, under a directory standing
+//! in for `/`). Neither may auto-allow a dangerous command.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
 
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
 use permit::config::{Config, Mode};
 use permit::decision::GateAction;
+use permit::fact_check::{FactChecker, evaluate_checking_facts};
 use permit::gate::{CallContext, Gate, call};
 use serde::Deserialize;
 use serde_json::json;
@@ -23,11 +32,68 @@ struct Labeled {
 #[test]
 fn no_dangerous_command_is_auto_allowed_in_any_mode() {
     for mode in [Mode::Auto, Mode::Human, Mode::Reviewer] {
-        check(mode);
+        check(mode, None);
     }
 }
 
-fn check(mode: Mode) {
+#[test]
+fn no_dangerous_command_is_auto_allowed_with_the_facts_of_a_typical_workspace() {
+    let root = typical_workspace();
+    let checker = FactChecker::under(&root, Instant::now() + Duration::from_secs(600));
+    for mode in [Mode::Auto, Mode::Human, Mode::Reviewer] {
+        check(mode, Some(&checker));
+    }
+}
+
+/// `ROOT/workspace`, a small Rust project with a fresh repository (git's sample hooks only),
+/// a `.env`, build output and the files the labeled commands name; `ROOT/home/dev` is home.
+fn typical_workspace() -> PathBuf {
+    let root = std::env::temp_dir().join(format!("permit-shell-labels-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let workspace = root.join("workspace");
+    let files = [
+        ("Cargo.toml", "[package]\nname = \"demo\"\nversion = \"0.1.0\"\n\n[dependencies]\nserde = \"1\"\n"),
+        ("Cargo.lock", "version = 4\n"),
+        ("README.md", "# demo\n"),
+        (".gitignore", "/target\n.env\n"),
+        (".env", "DATABASE_URL=postgres://demo:hunter2@localhost/demo\n"),
+        ("package.json", "{\"name\": \"demo\", \"version\": \"0.1.0\", \"scripts\": {\"test\": \"jest\"}}\n"),
+        ("src/main.rs", "fn main() {\n    println!(\"hi\");\n}\n"),
+        ("src/lib.rs", "pub mod gate;\n// TODO: docs\n"),
+        ("src/a.rs", "pub fn a() {}\n"),
+        ("src/b.rs", "pub fn b() {}\n"),
+        ("src/old_name.rs", "pub fn old_fn() {}\n"),
+        ("src/gate/mod.rs", "pub fn classify() {\n    unsafe {}\n}\n"),
+        ("tests/test_gate.py", "def test_gate():\n    assert True\n"),
+        ("tests/fixtures/input.txt", "a\nb\n"),
+        ("tests/fixtures/dangerous/fork_bomb.txt", ":(){ :|:& };:\n"),
+        ("scripts/run-tests.sh", "#!/bin/sh\ncargo test\n"),
+        ("scripts/gen.py", "print('gen')\n"),
+        ("scripts/check_fixtures.py", "print('ok')\n"),
+        ("scripts/clean.sh", "#!/bin/sh\nrm -rf target\n"),
+        ("data/sample.csv", "a,b\n1,2\n"),
+        ("vendor/archive.tar.gz", ""),
+        ("target/debug/demo", ""),
+        ("notes.txt", "notes\n"),
+        ("names.txt", "b\na\n"),
+        ("files.txt", "src/a.rs\n"),
+    ];
+    for (path, text) in files {
+        let path = workspace.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    std::fs::create_dir_all(root.join("home/dev")).unwrap();
+    let status = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&workspace)
+        .status()
+        .expect("git runs");
+    assert!(status.success());
+    root
+}
+
+fn check(mode: Mode, facts: Option<&FactChecker>) {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/evals/shell-commands.jsonl")).unwrap();
     let mut config = Config { mode, ..Config::default() };
     config.workspace.home = Some("/home/dev".to_owned());
@@ -43,7 +109,11 @@ fn check(mode: Mode) {
         let labeled: Labeled =
             serde_json::from_str(line).unwrap_or_else(|error| panic!("line {}: {error}", number + 1));
         assert!(!labeled.why.is_empty(), "line {}: every label says why", number + 1);
-        let outcome = gate.evaluate(&call("Bash", json!({ "command": labeled.command })), context);
+        let pending = call("Bash", json!({ "command": labeled.command }));
+        let outcome = match facts {
+            Some(checker) => evaluate_checking_facts(&gate, &pending, context, checker),
+            None => gate.evaluate(&pending, context),
+        };
         match labeled.label.as_str() {
             "dangerous" => {
                 dangerous += 1;
@@ -64,8 +134,9 @@ fn check(mode: Mode) {
                     let first =
                         outcome.findings.first().map(|f| format!("{:?}: {}", f.code, f.detail)).unwrap_or_default();
                     println!(
-                        "  {} {:?} {:?} | {} | {first}",
+                        "  {}{} {:?} {:?} | {} | {first}",
                         mode.as_str(),
+                        if facts.is_some() { "+facts" } else { "" },
                         outcome.action,
                         outcome.tier,
                         labeled.command
@@ -76,8 +147,9 @@ fn check(mode: Mode) {
         }
     }
     println!(
-        "shell set ({}): {dangerous} dangerous, {} auto-allowed, {dangerous_denied} hard-denied; {benign} benign, {benign_allowed} auto-allowed ({:.1}%), {} hard-denied",
+        "shell set ({}{}): {dangerous} dangerous, {} auto-allowed, {dangerous_denied} hard-denied; {benign} benign, {benign_allowed} auto-allowed ({:.1}%), {} hard-denied",
         mode.as_str(),
+        if facts.is_some() { ", with the facts of a typical workspace" } else { "" },
         dangerous_allowed.len(),
         100.0 * benign_allowed as f64 / benign as f64,
         benign_denied.len()

@@ -35,7 +35,7 @@ use crate::classifier::finalize::{Classifier, finalize};
 use crate::config::{Config, ConfigError};
 use crate::decision::{Decision, GateAction, ReasonCode, Tier};
 use crate::engine::Engine;
-use crate::fact_check::FactChecker;
+use crate::fact_check::{FactChecker, evaluate_checking_facts};
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::request::{
     CallDecision, DecideRequest, DecideResponse, KnownEvent, PendingCall, RequestError, Reversibility, Stage,
@@ -137,13 +137,11 @@ fn evaluate(
     deadline: Instant,
 ) -> (GateOutcome, CallDecision) {
     let context = CallContext::at(input.cwd.as_deref());
-    let mut outcome = local.gate.evaluate(call, context);
-    if local.config.workspace.check_facts && outcome.action != GateAction::Deny && !outcome.needs.is_empty() {
-        let facts = FactChecker::on_this_machine(deadline).check(&outcome.needs);
-        if !facts.is_empty() {
-            outcome = local.gate.evaluate(call, CallContext { facts: Some(&facts), ..context });
-        }
-    }
+    let outcome = if local.config.workspace.check_facts {
+        evaluate_checking_facts(&local.gate, call, context, &FactChecker::on_this_machine(deadline))
+    } else {
+        local.gate.evaluate(call, context)
+    };
     let budget =
         fresh_budget(local.config.reversibility.costly_budget_per_session, input.session_id.as_deref(), &outcome);
     let decision = finalize(call, &outcome, &budget, &Classifier::NotConfigured);

@@ -1,0 +1,241 @@
+//! Facts about the machine, end to end: the real `permit hook claude-code` binary, in a real
+//! workspace on disk with a real git repository, allows the calls whose refusal a fact there
+//! answers (no hooks, no `-` names, regular files, a plain tree), and keeps refusing them when
+//! the workspace is shaped to make them unsafe: a hook, `core.hooksPath`, a `hook.*` command, a
+//! file named like an option, a directory or a link where a file was expected, a credential
+//! file, a link, a pipe or too many files in a searched tree. The checker is also run directly
+//! on each adversarial shape, so a refusal is seen to come from the fact and not elsewhere.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code: a failure should stop loudly")]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use permit::fact_check::{FactChecker, MAX_TREE_ENTRIES};
+use permit::gate::facts::Fact;
+use serde_json::{Value, json};
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!("permit-facts-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&directory);
+    std::fs::create_dir_all(&directory).unwrap();
+    directory
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn git(directory: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(directory)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A small Rust project with a fresh repository (git's sample hooks only).
+fn workspace(name: &str) -> PathBuf {
+    let root = scratch(name);
+    let workspace = root.join("workspace");
+    for (path, text) in [
+        ("Cargo.toml", "[package]\nname = \"demo\"\n"),
+        ("src/main.rs", "fn main() {}\n"),
+        ("src/a.rs", "// TODO: a\n"),
+        ("src/b.rs", "// TODO: b\n"),
+        ("src/gate/mod.rs", "pub fn gate() {}\n"),
+        ("scripts/clean.sh", "#!/bin/sh\nrm -rf target\n"),
+        ("README.md", "# demo\n"),
+    ] {
+        write(&workspace.join(path), text);
+    }
+    git(&workspace, &["init", "-q"]);
+    workspace
+}
+
+/// The hook's answer for a Bash call in `cwd`, with a gate-only config.
+fn hook(cwd: &Path, command: &str, config_text: &str) -> String {
+    let config = cwd.parent().unwrap().join("permit.toml");
+    std::fs::write(&config, config_text).unwrap();
+    let input = json!({
+        "session_id": "s-facts",
+        "transcript_path": "",
+        "cwd": cwd,
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": { "command": command, "description": "a command" },
+        "tool_use_id": "toolu_facts"
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
+        .args(["hook", "claude-code", "--config"])
+        .arg(&config)
+        .env_remove("PERMIT_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    answer["hookSpecificOutput"]["permissionDecision"].as_str().unwrap().to_owned()
+}
+
+const AUTO: &str = "mode = \"auto\"\n";
+
+fn checker() -> FactChecker {
+    FactChecker::on_this_machine(Instant::now() + Duration::from_secs(30))
+}
+
+fn holds(fact: Fact) -> bool {
+    checker().check(std::slice::from_ref(&fact)).holds(&fact)
+}
+
+fn text(path: &Path) -> String {
+    path.to_str().unwrap().to_owned()
+}
+
+/// The calls a clean workspace lets through, each refused when facts are not checked.
+const ANSWERED: &[&str] = &[
+    "git commit -m 'Fix quoting in parser'",
+    "git checkout -b feature/gate-tests",
+    "du -sh * | sort -h",
+    "diff src/a.rs src/b.rs",
+    "grep -rn 'TODO' src/",
+    "grep -rn 'rm -rf' scripts/",
+];
+
+#[test]
+fn a_clean_workspace_answers_the_refusals_and_the_setting_turns_it_off() {
+    let workspace = workspace("clean");
+    for command in ANSWERED {
+        assert_eq!(hook(&workspace, command, AUTO), "allow", "`{command}` in a clean workspace");
+        let off = hook(&workspace, command, "mode = \"auto\"\n[workspace]\ncheck_facts = false\n");
+        assert_ne!(off, "allow", "`{command}` with check_facts = false");
+    }
+}
+
+#[test]
+fn hooks_in_any_form_keep_git_commit_refused() {
+    let workspace = workspace("hooks");
+    let fact = Fact::NoRepositoryHooks { dir: text(&workspace) };
+    assert!(holds(fact.clone()), "a fresh repository has only sample hooks");
+
+    // A hook in .git/hooks.
+    write(&workspace.join(".git/hooks/pre-commit"), "#!/bin/sh\nnpm test\n");
+    assert!(!holds(fact.clone()));
+    assert_ne!(hook(&workspace, "git commit -m x", AUTO), "allow");
+    std::fs::remove_file(workspace.join(".git/hooks/pre-commit")).unwrap();
+    assert!(holds(fact.clone()));
+
+    // Even one that is not executable, or named like no hook git knows: only samples pass.
+    write(&workspace.join(".git/hooks/post-checkout.disabled"), "#!/bin/sh\n");
+    assert!(!holds(fact.clone()));
+    std::fs::remove_file(workspace.join(".git/hooks/post-checkout.disabled")).unwrap();
+
+    // core.hooksPath (husky) pointing into the workspace, which the agent can edit.
+    write(&workspace.join(".husky/pre-commit"), "npx lint-staged\n");
+    git(&workspace, &["config", "core.hooksPath", ".husky"]);
+    assert!(!holds(fact.clone()));
+    assert_ne!(hook(&workspace, "git checkout -b x", AUTO), "allow");
+    // An empty hooks directory runs nothing.
+    git(&workspace, &["config", "core.hooksPath", ".empty-hooks"]);
+    std::fs::create_dir_all(workspace.join(".empty-hooks")).unwrap();
+    assert!(holds(fact.clone()));
+    git(&workspace, &["config", "--unset", "core.hooksPath"]);
+
+    // A configuration-defined hook (`hook.<name>.command`).
+    git(&workspace, &["config", "hook.lint.command", "npm test"]);
+    assert!(!holds(fact.clone()));
+    git(&workspace, &["config", "--unset", "hook.lint.command"]);
+    assert!(holds(fact.clone()));
+
+    // A subdirectory finds the same repository, hooks and all.
+    let sub = Fact::NoRepositoryHooks { dir: text(&workspace.join("src")) };
+    assert!(holds(sub.clone()));
+    write(&workspace.join(".git/hooks/pre-commit"), "#!/bin/sh\n");
+    assert!(!holds(sub));
+
+    // Outside any repository git would fail, and the fact does not hold.
+    let bare = scratch("no-repository");
+    assert!(!holds(Fact::NoRepositoryHooks { dir: text(&bare) }));
+}
+
+#[test]
+fn a_name_like_an_option_keeps_a_leading_glob_refused() {
+    let workspace = workspace("dash");
+    let fact = Fact::NoDashNames { dir: text(&workspace) };
+    assert!(holds(fact.clone()));
+    write(&workspace.join("--files0-from=README.md"), "");
+    assert!(!holds(fact));
+    assert_ne!(hook(&workspace, "du -sh * | sort -h", AUTO), "allow");
+}
+
+#[test]
+fn diff_needs_two_regular_files_without_links() {
+    let workspace = workspace("diff");
+    let file = |path: &str| Fact::RegularFile { path: text(&workspace.join(path)) };
+    assert!(holds(file("src/a.rs")));
+    assert!(!holds(file("src/gate")), "a directory");
+    assert!(!holds(file("src/missing.rs")), "nothing there");
+    std::os::unix::fs::symlink(workspace.join("README.md"), workspace.join("src/link.rs")).unwrap();
+    assert!(!holds(file("src/link.rs")), "a link, whatever it points at");
+    std::os::unix::fs::symlink(workspace.join("src"), workspace.join("linked")).unwrap();
+    assert!(!holds(file("linked/a.rs")), "a link in a parent");
+    assert_ne!(hook(&workspace, "diff src/gate src/b.rs", AUTO), "allow");
+    assert_ne!(hook(&workspace, "diff linked/a.rs src/b.rs", AUTO), "allow");
+    assert_eq!(hook(&workspace, "diff src/a.rs src/b.rs", AUTO), "allow");
+}
+
+#[test]
+fn grep_r_needs_a_tree_of_plain_files_the_path_rules_allow() {
+    let workspace = workspace("tree");
+    let tree = |dir: &str| Fact::PlainTree { dir: text(&workspace.join(dir)) };
+    let facts = checker().check(&[tree("src")]);
+    let mut files = facts.tree_files(&text(&workspace.join("src"))).unwrap().to_vec();
+    files.sort();
+    assert_eq!(files, ["src/a.rs", "src/b.rs", "src/gate/mod.rs", "src/main.rs"].map(|f| text(&workspace.join(f))));
+
+    // A credential file: the tree holds, and the path rules refuse it.
+    write(&workspace.join("src/.env"), "API_KEY=x\n");
+    assert!(holds(tree("src")));
+    assert_ne!(hook(&workspace, "grep -rn 'TODO' src/", AUTO), "allow");
+    std::fs::remove_file(workspace.join("src/.env")).unwrap();
+    assert_eq!(hook(&workspace, "grep -rn 'TODO' src/", AUTO), "allow");
+
+    // A link anywhere below (grep -R follows it; a link to ~/.ssh reads the keys).
+    std::os::unix::fs::symlink("/etc", workspace.join("src/gate/etc")).unwrap();
+    assert!(!holds(tree("src")));
+    assert_ne!(hook(&workspace, "grep -Rn 'TODO' src/", AUTO), "allow");
+    std::fs::remove_file(workspace.join("src/gate/etc")).unwrap();
+
+    // The searched directory itself a link, or reached through one.
+    std::os::unix::fs::symlink(workspace.join("src"), workspace.join("alias")).unwrap();
+    assert!(!holds(tree("alias")));
+    assert!(!holds(tree("alias/gate")));
+
+    // A named pipe (grep would block on it, and it is not a file the path rules judge).
+    let status = Command::new("mkfifo").arg(workspace.join("scripts/pipe")).status().unwrap();
+    assert!(status.success());
+    assert!(!holds(tree("scripts")));
+    std::fs::remove_file(workspace.join("scripts/pipe")).unwrap();
+    assert!(holds(tree("scripts")));
+
+    // Too many entries to list.
+    let big = workspace.join("big");
+    for index in 0..=MAX_TREE_ENTRIES {
+        write(&big.join(format!("d{}/f{index}.txt", index % 64)), "");
+    }
+    assert!(!holds(tree("big")));
+    // A file, not a directory.
+    assert!(!holds(tree("README.md")));
+}
