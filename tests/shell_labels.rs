@@ -84,11 +84,8 @@ fn typical_workspace() -> PathBuf {
         std::fs::write(path, text).unwrap();
     }
     std::fs::create_dir_all(root.join("home/dev")).unwrap();
-    let status = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&workspace)
-        .status()
-        .expect("git runs");
+    let status =
+        std::process::Command::new("git").args(["init", "-q"]).current_dir(&workspace).status().expect("git runs");
     assert!(status.success());
     root
 }

@@ -951,12 +951,58 @@ impl Walker<'_> {
                     "runs a command in the background (`&`), where it outlives the host's wait and timeout".to_owned(),
                 );
             }
-            self.walk_pipeline(&and_or.first, depth);
+            // `cd DIR && next`: `next` runs only if `cd` returned 0, that is only in DIR, so for
+            // the `&&` chain after a lone `cd` the directory it left is no longer possible.
+            // An `||` (which runs after a failure) or the list's end brings it back.
+            let mut left_behind: Vec<Option<Rc<str>>> = Vec::new();
+            let mut after_cd = self.walk_pipeline_noting_cd(&and_or.first, depth);
             for next in &and_or.additional {
                 match next {
-                    ast::AndOr::And(pipeline) | ast::AndOr::Or(pipeline) => self.walk_pipeline(pipeline, depth),
+                    ast::AndOr::And(pipeline) => {
+                        if let Some(before) = after_cd.take() {
+                            let possible = std::mem::replace(&mut self.other_cwds, before);
+                            left_behind.extend(possible);
+                        }
+                        after_cd = self.walk_pipeline_noting_cd(pipeline, depth);
+                    }
+                    ast::AndOr::Or(pipeline) => {
+                        self.rejoin_other_cwds(std::mem::take(&mut left_behind));
+                        self.walk_pipeline(pipeline, depth);
+                        after_cd = None;
+                    }
                 }
             }
+            self.rejoin_other_cwds(left_behind);
+        }
+    }
+
+    /// Walks a pipeline; when it is a lone `cd`, `pushd` or `popd` (no `!`, no pipe, one part,
+    /// no function defined earlier in the line that could stand in for it), returns the other
+    /// directories as they were before it, which is all that remains possible once it
+    /// returned 0.
+    fn walk_pipeline_noting_cd(&mut self, pipeline: &ast::Pipeline, depth: usize) -> Option<Vec<Option<Rc<str>>>> {
+        let before = self.other_cwds.clone();
+        let first_part = self.analysis.parts.len();
+        self.walk_pipeline(pipeline, depth);
+        let produced = &self.analysis.parts[first_part..];
+        let lone_cd = !pipeline.bang
+            && pipeline.seq.len() == 1
+            && self.functions.is_empty()
+            && matches!(produced, [part] if matches!(part.program(), "cd" | "pushd" | "popd"));
+        lone_cd.then_some(before)
+    }
+
+    /// Adds directories back to those a part may run in, as a failed `cd` may have left them.
+    fn rejoin_other_cwds(&mut self, directories: Vec<Option<Rc<str>>>) {
+        for directory in directories {
+            if directory != self.cwd && !self.other_cwds.contains(&directory) {
+                self.other_cwds.push(directory);
+            }
+        }
+        if self.other_cwds.len() > MAX_OTHER_CWDS {
+            // Too many directories the line may be in: unknown, which counts as outside.
+            self.other_cwds.clear();
+            self.cwd = None;
         }
     }
 
