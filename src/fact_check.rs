@@ -161,13 +161,23 @@ fn no_dash_names(dir: &Path) -> bool {
 }
 
 /// Whether git, run in `dir`, would run no hook: the hooks directory it resolves holds only
-/// `*.sample` files (or does not exist), and no `hook.*` setting names a command (git's
-/// configuration-defined hooks).
+/// `*.sample` files (or does not exist), no `hook.*` setting names a command (git's
+/// configuration-defined hooks), and the repository has no submodules (`modules/` in its git
+/// directory), whose own hooks a fetch or checkout may run.
 fn no_repository_hooks(dir: &Path, deadline: Instant) -> bool {
     let Some((0, hooks)) = git(dir, &["rev-parse", "--path-format=absolute", "--git-path", "hooks"], deadline) else {
         return false;
     };
     let hooks = PathBuf::from(hooks.trim_end_matches('\n'));
+    // A submodule is a repository of its own, with its own hooks, which `git fetch` and a
+    // recursing checkout run: a repository with any is not vouched for.
+    let Some((0, modules)) = git(dir, &["rev-parse", "--path-format=absolute", "--git-path", "modules"], deadline)
+    else {
+        return false;
+    };
+    if std::fs::symlink_metadata(modules.trim_end_matches('\n')).is_ok() {
+        return false;
+    }
     // `--get-regexp` exits 1 when nothing matches; 0 means a `hook.*` setting exists.
     if !matches!(git(dir, &["config", "--get-regexp", r"^hook\."], deadline), Some((1, _))) {
         return false;

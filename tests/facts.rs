@@ -108,6 +108,7 @@ fn text(path: &Path) -> String {
 const ANSWERED: &[&str] = &[
     "git commit -m 'Fix quoting in parser'",
     "git checkout -b feature/gate-tests",
+    "git fetch origin",
     "du -sh * | sort -h",
     "diff src/a.rs src/b.rs",
     "grep -rn 'TODO' src/",
@@ -164,6 +165,16 @@ fn hooks_in_any_form_keep_git_commit_refused() {
     assert!(holds(sub.clone()));
     write(&workspace.join(".git/hooks/pre-commit"), "#!/bin/sh\n");
     assert!(!holds(sub));
+
+    std::fs::remove_file(workspace.join(".git/hooks/pre-commit")).unwrap();
+    assert!(holds(fact.clone()));
+
+    // A submodule is a repository with hooks of its own, which fetch and checkout may run.
+    std::fs::create_dir_all(workspace.join(".git/modules/vendored/hooks")).unwrap();
+    assert!(!holds(fact.clone()));
+    assert_ne!(hook(&workspace, "git fetch origin", AUTO), "allow");
+    std::fs::remove_dir_all(workspace.join(".git/modules")).unwrap();
+    assert!(holds(fact));
 
     // Outside any repository git would fail, and the fact does not hold.
     let bare = scratch("no-repository");

