@@ -160,22 +160,32 @@ fn no_dash_names(dir: &Path) -> bool {
     true
 }
 
-/// Whether git, run in `dir`, would run no hook: the hooks directory it resolves holds only
-/// `*.sample` files (or does not exist), no `hook.*` setting names a command (git's
-/// configuration-defined hooks), and the repository has no submodules (`modules/` in its git
-/// directory), whose own hooks a fetch or checkout may run.
+/// Whether git, run in `dir`, would run no hook: the hooks directory it resolves lies inside
+/// git's own directory and holds only `*.sample` files (or does not exist), no `hook.*`
+/// setting names a command (git's configuration-defined hooks), and the repository has no
+/// submodules (`modules/` in its git directory), whose own hooks a fetch or checkout may run.
 fn no_repository_hooks(dir: &Path, deadline: Instant) -> bool {
-    let Some((0, hooks)) = git(dir, &["rev-parse", "--path-format=absolute", "--git-path", "hooks"], deadline) else {
+    let Some((0, paths)) = git(
+        dir,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir", "--git-path", "hooks", "--git-path", "modules"],
+        deadline,
+    ) else {
         return false;
     };
-    let hooks = PathBuf::from(hooks.trim_end_matches('\n'));
-    // A submodule is a repository of its own, with its own hooks, which `git fetch` and a
-    // recursing checkout run: a repository with any is not vouched for.
-    let Some((0, modules)) = git(dir, &["rev-parse", "--path-format=absolute", "--git-path", "modules"], deadline)
+    let mut lines = paths.lines().map(PathBuf::from);
+    let (Some(common), Some(hooks), Some(modules), None) = (lines.next(), lines.next(), lines.next(), lines.next())
     else {
         return false;
     };
-    if std::fs::symlink_metadata(modules.trim_end_matches('\n')).is_ok() {
+    // Hooks kept outside git's own directory (`core.hooksPath = githooks`, husky's `.husky/_`)
+    // are files in the work tree, which `git stash` or a checkout rewrite, and the agent may
+    // move or edit: only the hooks directory inside git's directory is vouched for.
+    if !hooks.starts_with(&common) {
+        return false;
+    }
+    // A submodule is a repository of its own, with its own hooks, which `git fetch` and a
+    // recursing checkout run: a repository with any is not vouched for.
+    if std::fs::symlink_metadata(&modules).is_ok() {
         return false;
     }
     // `--get-regexp` exits 1 when nothing matches; 0 means a `hook.*` setting exists.

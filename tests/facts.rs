@@ -148,11 +148,16 @@ fn hooks_in_any_form_keep_git_commit_refused() {
     git(&workspace, &["config", "core.hooksPath", ".husky"]);
     assert!(!holds(fact.clone()));
     assert_ne!(hook(&workspace, "git checkout -b x", AUTO), "allow");
-    // An empty hooks directory runs nothing.
+    // Hooks kept in the work tree never count, even an empty directory or none at all: `git
+    // stash` brings a moved hooks directory back before the commit that runs it (round 61:
+    // `mv githooks hooks-off`, then `git stash && git commit`).
     git(&workspace, &["config", "core.hooksPath", ".empty-hooks"]);
     std::fs::create_dir_all(workspace.join(".empty-hooks")).unwrap();
-    assert!(holds(fact.clone()));
+    assert!(!holds(fact.clone()));
+    git(&workspace, &["config", "core.hooksPath", "githooks"]);
+    assert!(!holds(fact.clone()), "a hooks directory that is not there now");
     git(&workspace, &["config", "--unset", "core.hooksPath"]);
+    assert!(holds(fact.clone()));
 
     // A configuration-defined hook (`hook.<name>.command`).
     git(&workspace, &["config", "hook.lint.command", "npm test"]);
@@ -179,6 +184,48 @@ fn hooks_in_any_form_keep_git_commit_refused() {
     // Outside any repository git would fail, and the fact does not hold.
     let bare = scratch("no-repository");
     assert!(!holds(Fact::NoRepositoryHooks { dir: text(&bare) }));
+}
+
+/// Round 61: facts are checked before the line runs, so no other part of the line may change
+/// the files first; and a word is opened as written, so `..` after a link is never placed.
+#[test]
+fn facts_are_not_relied_on_when_the_line_changes_files_or_climbs_through_a_link() {
+    let workspace = workspace("round61");
+    for (path, text) in [
+        ("apps/web/.env", "DATABASE_URL=postgres://admin:SECRET-WEB@db/prod\n"),
+        ("apps/api/.env", "STRIPE_KEY=sk_live_SECRET-API\n"),
+        ("a.txt", "a\n"),
+        ("b.txt", "b\n"),
+        (".env.local", "OPENAI_API_KEY=sk-SECRET\n"),
+        ("vendor/home/notes", "x\n"),
+        ("vendor/home/a/config", "x\n"),
+        ("vendor/home/b/config", "y\n"),
+    ] {
+        write(&workspace.join(path), text);
+    }
+    // `vendor/lib` points at `/`: `vendor/lib/../home` is `/home` to the kernel.
+    std::os::unix::fs::symlink("/", workspace.join("vendor/lib")).unwrap();
+    for command in [
+        "cp -r apps src/ && grep -rn '' src",
+        "mv apps/web src/web && grep -r '' src",
+        "mv a.txt a.bak && mv apps/web a.txt && mv b.txt b.bak && mv apps/api b.txt && diff a.txt b.txt",
+        "touch ./--files0-from=.env.local && wc -c *.local",
+        "mkdir -p src/x && grep -r x src",
+        "grep -r x src | tee src/out.txt",
+        "git stash && git commit --allow-empty -m checkpoint",
+        "grep -rn SECRET vendor/lib/../home",
+        "diff vendor/lib/../home/a/config vendor/lib/../home/b/config",
+        "cd ./vendor/lib/.. && grep -r SECRET home",
+        "cd ./vendor/lib/.. && du -sh *",
+        "cd -P ./vendor && du -sh *",
+    ] {
+        assert_ne!(hook(&workspace, command, AUTO), "allow", "`{command}`");
+        assert_ne!(hook(&workspace, command, "mode = \"human\"\n"), "allow", "`{command}` (human)");
+    }
+    // The same reads alone, or beside parts that change only git's own directory, are allowed.
+    for command in ["grep -rn TODO src", "git add src/a.rs && git commit -m 'fix a'", "diff a.txt b.txt"] {
+        assert_eq!(hook(&workspace, command, AUTO), "allow", "`{command}`");
+    }
 }
 
 #[test]

@@ -76,22 +76,38 @@ pub enum GateError {
     Example { id: String, expected: bool, shown: String, tool: String },
 }
 
-/// `None` when `facts` show `fact(dir)` for every directory in `bases`; otherwise the facts
-/// that would answer (none when a directory is unknown, since no fact places it).
-fn missing_facts(
-    facts: Option<&facts::Facts>,
-    bases: &[Option<&str>],
-    fact: impl Fn(&str) -> facts::Fact,
-) -> Option<Vec<facts::Fact>> {
-    if bases.iter().any(Option::is_none) {
-        return Some(Vec::new());
-    }
-    let wanted: Vec<facts::Fact> = bases.iter().flatten().map(|dir| fact(dir)).collect();
-    match facts {
-        Some(facts) if wanted.iter().all(|wanted| facts.holds(wanted)) => None,
-        _ => Some(wanted),
+/// The facts about the machine a shell part may rely on.
+#[derive(Clone, Copy, Debug)]
+struct FactView<'a> {
+    /// What a checker found true; `None` when nothing was checked.
+    checked: Option<&'a facts::Facts>,
+    /// `false` when the part's directory was reached through `..` in a `cd`: the shell may
+    /// resolve it through a link (zsh's `CHASE_DOTS`, `cd -P`), so a fact about the directory
+    /// the text names may be about another one.
+    usable: bool,
+}
+
+impl FactView<'_> {
+    /// `None` when the facts show `fact(dir)` for every directory in `bases`; otherwise the
+    /// facts that would answer (none when a directory is unknown or the facts are unusable
+    /// here, since no fact places it).
+    fn missing(&self, bases: &[Option<&str>], fact: impl Fn(&str) -> facts::Fact) -> Option<Vec<facts::Fact>> {
+        if !self.usable || bases.iter().any(Option::is_none) {
+            return Some(Vec::new());
+        }
+        let wanted: Vec<facts::Fact> = bases.iter().flatten().map(|dir| fact(dir)).collect();
+        match self.checked {
+            Some(facts) if wanted.iter().all(|wanted| facts.holds(wanted)) => None,
+            _ => Some(wanted),
+        }
     }
 }
+
+/// git subcommands that change only what git keeps in its own directory (index, objects,
+/// refs), never a file in the work tree, a hook or git's configuration: another part that
+/// runs one cannot make a fact about the machine false (see `relies_on_facts`).
+const LEAVES_FACTS_ALONE: &[&str] =
+    &["write.git-add", "write.git-commit", "write.git-checkout", "write.git-switch", "write.git-fetch"];
 
 /// Operators a plain line may hold when `sh` runs it (the shell analysis's own bound on parts).
 const MAX_PLAIN_OPERATORS: usize = 256;
@@ -148,6 +164,9 @@ struct Unit {
     writes: bool,
     /// Facts about the machine that would answer a refusal here ([`facts`]).
     needs: Vec<facts::Fact>,
+    /// A fact about the machine answered a refusal here: only sound when no other part of the
+    /// line can change the files first (`cp -r apps src && grep -r x src`).
+    relies_on_facts: bool,
 }
 
 impl Unit {
@@ -166,7 +185,15 @@ impl Unit {
             floor: GateAction::Allow,
             writes: false,
             needs: Vec::new(),
+            relies_on_facts: false,
         }
+    }
+
+    /// Whether the part may create, move or change a file (any write, any command above the
+    /// low tier that is not a git command confined to git's own directory).
+    fn may_change_files(&self) -> bool {
+        self.writes
+            || (self.command_tier > Tier::Low && !self.rules.iter().any(|id| LEAVES_FACTS_ALONE.contains(&id.as_str())))
     }
 
     /// A tool argument is missing or of the wrong type: the call cannot be vouched for.
@@ -405,10 +432,14 @@ impl Gate {
             }
         };
         let mut base = cwd.map(Cow::Borrowed);
+        let has_dotdot = |path: &str| path.split('/').any(|component| component == "..");
+        // Facts are about directories as the text names them; `..` may climb from a link.
+        let mut base_through_dotdot = cwd.is_some_and(has_dotdot);
         if let Some(workdir_field) = &spec.arguments.workdir
             && let Some(Value::String(workdir)) = call.input.get(workdir_field)
         {
             base = paths::resolve(workdir, cwd, workspace.home()).map(Cow::Owned);
+            base_through_dotdot |= has_dotdot(workdir);
         }
         let analysis = shell::analyze(&command, base.as_deref(), workspace.home());
         let mut units: Vec<Unit> = Vec::with_capacity(analysis.parts.len() + analysis.findings.len() + 1);
@@ -515,11 +546,30 @@ impl Gate {
                 .iter()
                 .any(|(target, _)| target.as_deref().is_none_or(|target| !paths::is_stream_device(target)))
         });
+        let first_part_unit = units.len();
         for part in &analysis.parts {
-            let mut unit =
-                self.part_unit(part, structural, workspace, context.facts, &mut written, descriptors_may_be_files);
+            let facts = FactView { checked: context.facts, usable: !(part.cwd_through_dotdot || base_through_dotdot) };
+            let mut unit = self.part_unit(part, structural, workspace, facts, &mut written, descriptors_may_be_files);
             unit.descriptors_may_be_files = false;
             units.push(unit);
+        }
+        // Facts were checked before the line runs: a part that relies on one is vouched for only
+        // when no other part (before it, or beside it in a pipeline) may change the files.
+        if units.iter().any(|unit| unit.relies_on_facts) {
+            let changers: Vec<bool> = units.iter().map(Unit::may_change_files).collect();
+            let count = changers.iter().filter(|changes| **changes).count();
+            for (index, unit) in units.iter_mut().enumerate().skip(first_part_unit) {
+                if unit.relies_on_facts && count > usize::from(changers[index]) {
+                    unit.command_tier = unit.command_tier.max(Tier::High);
+                    unit.command_code = ReasonCode::DynamicCommand;
+                    unit.add(
+                        ReasonCode::DynamicCommand,
+                        "facts",
+                        "relies on facts about the machine, checked before the line runs, that another part of the line may change (`cp`, `mv`, `touch`, `git stash`)",
+                        None,
+                    );
+                }
+            }
         }
         units
     }
@@ -532,7 +582,7 @@ impl Gate {
         part: &CommandPart,
         structural: Tier,
         workspace: &Workspace,
-        facts: Option<&facts::Facts>,
+        facts: FactView<'_>,
         written: &mut bool,
         descriptors_may_be_files: bool,
     ) -> Unit {
@@ -689,7 +739,7 @@ impl Gate {
                     // The hooks are only known on the machine: a checker there may show there are
                     // none in every directory the part may run in.
                     let missing = if entry.runs_repository_hooks {
-                        missing_facts(facts, &bases, |dir| facts::Fact::NoRepositoryHooks { dir: dir.to_owned() })
+                        facts.missing(&bases, |dir| facts::Fact::NoRepositoryHooks { dir: dir.to_owned() })
                     } else {
                         None
                     };
@@ -703,6 +753,8 @@ impl Gate {
                             Some(entry.id.to_owned()),
                         );
                         unit.needs.extend(missing);
+                    } else if entry.runs_repository_hooks {
+                        unit.relies_on_facts = true;
                     }
                     self.judge_git_repository(&mut unit, part, workspace, *written);
                     self.judge_git_operands(&mut unit, part, parsed, &bases, workspace);
@@ -744,7 +796,7 @@ impl Gate {
         parsed: &argspec::Parsed,
         bases: &[Option<&str>],
         workspace: &Workspace,
-        facts: Option<&facts::Facts>,
+        facts: FactView<'_>,
     ) {
         let args = part.args();
         let flags = part.arg_flags();
@@ -763,8 +815,11 @@ impl Gate {
                 // A leading wildcard expands to names in the directory the part runs in: safe
                 // when the machine shows none there begins with `-`.
                 if !option_safe && placed && harmless_role {
-                    match missing_facts(facts, bases, |dir| facts::Fact::NoDashNames { dir: dir.to_owned() }) {
-                        None => option_safe = true,
+                    match facts.missing(bases, |dir| facts::Fact::NoDashNames { dir: dir.to_owned() }) {
+                        None => {
+                            option_safe = true;
+                            unit.relies_on_facts = true;
+                        }
                         Some(missing) => unit.needs.extend(missing),
                     }
                 }
@@ -883,7 +938,7 @@ impl Gate {
         needs: programs::PathNeeds,
         bases: &[Option<&str>],
         workspace: &Workspace,
-        facts: Option<&facts::Facts>,
+        facts: FactView<'_>,
     ) {
         let (words, why, tree) = match needs {
             programs::PathNeeds::Nothing => return,
@@ -893,9 +948,14 @@ impl Gate {
         // Every word in every directory the part may run in; a word no fact can place (a
         // glob, a run-time value, an unknown directory) leaves the refusal unanswerable.
         let mut wanted: Vec<facts::Fact> = Vec::with_capacity(words.len() * bases.len());
-        let mut placeable = true;
+        let mut placeable = facts.usable;
         for word in &words {
-            let word_is_plain = !paths::has_glob_character(word) && !word.contains(['$', '`']);
+            // The program opens the word as written: after a link, `..` climbs from where the
+            // link points (`vendor/lib/../home`, with `vendor/lib -> /`), not where the text
+            // says, so a word with `..` is not placed.
+            let word_is_plain = !paths::has_glob_character(word)
+                && !word.contains(['$', '`'])
+                && !word.split('/').any(|component| component == "..");
             for base in bases {
                 match paths::resolve(word, *base, workspace.home()).filter(|_| word_is_plain && base.is_some()) {
                     Some(path) if tree => wanted.push(facts::Fact::PlainTree { dir: path }),
@@ -904,7 +964,7 @@ impl Gate {
                 }
             }
         }
-        let held = placeable && facts.is_some_and(|facts| wanted.iter().all(|fact| facts.holds(fact)));
+        let held = placeable && facts.checked.is_some_and(|facts| wanted.iter().all(|fact| facts.holds(fact)));
         if !held {
             unit.command_tier = unit.command_tier.max(Tier::High);
             unit.command_code = ReasonCode::DangerousFlag;
@@ -919,7 +979,8 @@ impl Gate {
             }
             return;
         }
-        let Some(facts) = facts else { return };
+        let Some(facts) = facts.checked else { return };
+        unit.relies_on_facts = true;
         for fact in &wanted {
             if let facts::Fact::PlainTree { dir } = fact {
                 for file in facts.tree_files(dir).unwrap_or_default() {

@@ -279,6 +279,10 @@ pub struct CommandPart {
     /// Other directories the part may run in: a `cd` earlier in the line may have failed
     /// (`cd nope; cat ../x` runs `cat` where the line started).
     pub other_cwds: Vec<Option<Rc<str>>>,
+    /// An earlier `cd` named `..` or took an option (`-P`): the gate places the directory
+    /// lexically, as bash does by default, but a shell resolving `..` through links (zsh's
+    /// `CHASE_DOTS`, `cd -P`) may be elsewhere. Facts about the machine are not used then.
+    pub cwd_through_dotdot: bool,
     /// Runs with environment variables set inline that can change what it does (`PATH=…`,
     /// `LD_PRELOAD=…`, `GIT_CONFIG_*=…`), or is a bare assignment changing later parts.
     pub environment_override: bool,
@@ -451,6 +455,7 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         loop_depth: 0,
         loop_binding: None,
         cd_count: 0,
+        cd_through_dotdot: false,
         expanded_words: 0,
         cwd: cwd.map(Rc::from),
         other_cwds: Vec::new(),
@@ -567,6 +572,8 @@ struct Walker<'a> {
     loop_binding: Option<(String, LoopValue)>,
     /// How many `cd`/`pushd`/`popd` have run so far (to notice one inside a construct).
     cd_count: usize,
+    /// Some `cd` so far named `..` or took an option ([`CommandPart::cwd_through_dotdot`]).
+    cd_through_dotdot: bool,
     /// Words brace expansion has made so far (bounded by [`MAX_EXPANDED_WORDS`]).
     expanded_words: usize,
     cwd: Option<Rc<str>>,
@@ -1039,8 +1046,12 @@ impl Walker<'_> {
 
     /// The redirections of a compound command or `[[ ]]`, judged as a part with no program.
     fn walk_redirects_alone(&mut self, redirects: &ast::RedirectList, depth: usize) {
-        let mut part =
-            CommandPart { cwd: self.cwd.clone(), other_cwds: self.other_cwds.clone(), ..CommandPart::default() };
+        let mut part = CommandPart {
+            cwd: self.cwd.clone(),
+            other_cwds: self.other_cwds.clone(),
+            cwd_through_dotdot: self.cd_through_dotdot,
+            ..CommandPart::default()
+        };
         for redirect in &redirects.0 {
             self.walk_redirect(redirect, &mut part, depth);
         }
@@ -1916,6 +1927,7 @@ impl Walker<'_> {
             argv: Vec::with_capacity(words),
             word_flags: Vec::with_capacity(words),
             cwd: self.cwd.clone(),
+            cwd_through_dotdot: self.cd_through_dotdot,
             other_cwds: self.other_cwds.clone(),
             ..CommandPart::default()
         };
@@ -2079,6 +2091,9 @@ impl Walker<'_> {
         if matches!(part.program(), "cd" | "pushd" | "popd") {
             self.cd_count += 1;
             let target = part.args().iter().find(|arg| !arg.starts_with('-'));
+            if part.args().iter().any(|arg| arg.starts_with('-') || arg.split('/').any(|component| component == "..")) {
+                self.cd_through_dotdot = true;
+            }
             if !self.other_cwds.contains(&self.cwd) {
                 self.other_cwds.push(self.cwd.clone());
             }
