@@ -183,6 +183,11 @@ fn no_repository_hooks(dir: &Path, deadline: Instant) -> bool {
     if !hooks.starts_with(&common) {
         return false;
     }
+    // And git's directory must be a `.git` directory, which nothing the gate allows writes
+    // into: a `.git` file (`gitdir: ./scratch`) can name any directory, one the agent can fill.
+    if common.file_name().is_none_or(|name| name != ".git") {
+        return false;
+    }
     // A submodule is a repository of its own, with its own hooks, which `git fetch` and a
     // recursing checkout run: a repository with any is not vouched for.
     if std::fs::symlink_metadata(&modules).is_ok() {

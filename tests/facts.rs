@@ -181,6 +181,13 @@ fn hooks_in_any_form_keep_git_commit_refused() {
     std::fs::remove_dir_all(workspace.join(".git/modules")).unwrap();
     assert!(holds(fact));
 
+    // A `.git` file naming a directory the agent can fill (`gitdir: ./scratch`): that
+    // directory's hooks run, so only a git directory named `.git` counts.
+    let redirected = scratch("gitfile");
+    git(&redirected, &["init", "-q", "--separate-git-dir", "scratch"]);
+    assert!(redirected.join(".git").is_file());
+    assert!(!holds(Fact::NoRepositoryHooks { dir: text(&redirected) }));
+
     // Outside any repository git would fail, and the fact does not hold.
     let bare = scratch("no-repository");
     assert!(!holds(Fact::NoRepositoryHooks { dir: text(&bare) }));
