@@ -1,5 +1,9 @@
 //! Stage 0, the deterministic tier gate: pure, synchronous, no I/O, microseconds.
 //!
+//! Facts about the agent's machine reach it only as data in the [`CallContext`] ([`facts`]):
+//! a refusal that such a fact would answer names it in the outcome's `needs`, and a caller
+//! beside the agent may check it and ask again. Without facts, nothing is looser.
+//!
 //! Decides `allow | classify | ask | deny` for one pending call from the tool's structural tier,
 //! argument analysis (shell parts, paths), operator rules and the mode. Never calls a model and
 //! never loosens a decision on a model's say-so. Fails closed: an unknown tool is `high`, a
