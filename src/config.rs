@@ -199,11 +199,23 @@ pub struct WorkspaceConfig {
     /// (no git hooks, no `-` names, regular files, plain trees) and judge the call again with
     /// those that hold. On by default; off judges the text alone.
     pub check_facts: bool,
+    /// The service (`permit serve`, `permit decide`, the library's engine) runs on the agent's
+    /// machine and sees its files (a `permit serve` on the developer's machine that the hook
+    /// asks with `--server`): check the facts there too. Off by default: a service elsewhere
+    /// would check another machine's files, and evals must not depend on the machine.
+    pub facts_in_service: bool,
 }
 
 impl Default for WorkspaceConfig {
     fn default() -> Self {
-        Self { use_request_cwd: true, roots: Vec::new(), home: None, userland: Default::default(), check_facts: true }
+        Self {
+            use_request_cwd: true,
+            roots: Vec::new(),
+            home: None,
+            userland: Default::default(),
+            check_facts: true,
+            facts_in_service: false,
+        }
     }
 }
 

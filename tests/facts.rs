@@ -304,3 +304,42 @@ fn grep_r_needs_a_tree_of_plain_files_the_path_rules_allow() {
     // A file, not a directory.
     assert!(!holds(tree("README.md")));
 }
+
+/// `workspace.facts_in_service`: a service on the agent's machine (`permit decide`, `permit
+/// serve`) checks the facts too; off by default, it judges the text alone.
+#[test]
+fn the_service_checks_facts_only_when_told_it_shares_the_machine() {
+    let workspace = workspace("service");
+    let decide = |config_text: &str, command: &str| -> String {
+        let config = workspace.parent().unwrap().join("service.toml");
+        std::fs::write(&config, config_text).unwrap();
+        let request = json!({
+            "session_id": "s-service",
+            "cwd": workspace,
+            "transcript": [],
+            "pending": [{ "id": "c1", "name": "Bash", "input": { "command": command } }]
+        });
+        let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
+            .args(["decide", "--config"])
+            .arg(&config)
+            .env_remove("PERMIT_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+        answer["decisions"][0]["decision"].as_str().unwrap().to_owned()
+    };
+    let shared = "mode = \"auto\"\n[workspace]\nfacts_in_service = true\n";
+    for command in ANSWERED {
+        assert_ne!(decide(AUTO, command), "allow", "`{command}` judged on its text");
+        assert_eq!(decide(shared, command), "allow", "`{command}` with facts_in_service");
+    }
+    write(&workspace.join("src/.env"), "API_KEY=x\n");
+    assert_ne!(decide(shared, "grep -rn 'TODO' src/"), "allow");
+    assert_ne!(decide(shared, "cp -r scripts src/ && grep -rn 'TODO' src/"), "allow");
+}

@@ -63,6 +63,9 @@ pub struct ReviewStage {
 
 pub struct Pipeline {
     gate: Arc<Gate>,
+    /// `workspace.facts_in_service`: this process shares the agent's machine, so the facts a
+    /// refusal names are checked here ([`crate::fact_check`]).
+    facts_in_service: bool,
     costly_budget: CostlyBudget,
     sessions: SessionPolicy,
     store_metrics: StoreMetrics,
@@ -110,6 +113,9 @@ fn millis(duration: Duration) -> f64 {
 
 /// Requests whose arguments add up to more than this are gated on the blocking pool.
 const INLINE_GATE_BYTES: usize = 16 * 1024;
+
+/// How long facts about the machine may take to check for a request with no deadline.
+const FACT_CHECK_WITHOUT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The bytes of the string values in a call's arguments (shallow: what the gate parses).
 fn argument_bytes(input: &serde_json::Map<String, serde_json::Value>) -> usize {
@@ -195,6 +201,7 @@ impl Pipeline {
         let Parts { gate, prompts, store, store_metrics } = parts;
         Self {
             gate: Arc::new(gate),
+            facts_in_service: config.workspace.facts_in_service,
             costly_budget: CostlyBudget::new(config.reversibility.costly_budget_per_session, Arc::clone(&store)),
             sessions: SessionPolicy::new(&config.session, store),
             store_metrics,
@@ -253,9 +260,35 @@ impl Pipeline {
                 .unzip::<_, _, Vec<GateOutcome>, Vec<f64>>()
         };
         let size: usize = request.pending.iter().map(|call| argument_bytes(&call.input)).sum();
+        let needs_facts = |outcomes: &[GateOutcome]| {
+            self.facts_in_service
+                && outcomes.iter().any(|outcome| outcome.action != GateAction::Deny && !outcome.needs.is_empty())
+        };
         if size <= INLINE_GATE_BYTES {
-            return evaluate(&self.gate, &request.pending, context_cwd.as_deref());
+            let judged = evaluate(&self.gate, &request.pending, context_cwd.as_deref());
+            if !needs_facts(&judged.0) {
+                return judged;
+            }
         }
+        // Checking facts reads files and runs git, so it runs on the blocking pool too.
+        let with_facts = self.facts_in_service;
+        let checker_deadline = deadline
+            .map_or_else(|| std::time::Instant::now() + FACT_CHECK_WITHOUT_DEADLINE, tokio::time::Instant::into_std);
+        let evaluate = move |gate: &Gate, pending: &[PendingCall], cwd: Option<&str>| {
+            if !with_facts {
+                return evaluate(gate, pending, cwd);
+            }
+            let checker = crate::fact_check::FactChecker::on_this_machine(checker_deadline);
+            pending
+                .iter()
+                .map(|call| {
+                    let started = Instant::now();
+                    let outcome =
+                        crate::fact_check::evaluate_checking_facts(gate, call, CallContext::at(cwd), &checker);
+                    (outcome, millis(started.elapsed()))
+                })
+                .unzip::<_, _, Vec<GateOutcome>, Vec<f64>>()
+        };
         let gate = Arc::clone(&self.gate);
         let pending = request.pending.clone();
         let blocking = tokio::task::spawn_blocking(move || evaluate(&gate, &pending, context_cwd.as_deref()));
