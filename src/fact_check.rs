@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use crate::decision::GateAction;
 use crate::gate::facts::{Fact, Facts};
 use crate::gate::{CallContext, Gate, GateOutcome};
-use crate::request::PendingCall;
+use crate::request::{KnownEvent, PendingCall, TranscriptEvent};
+use serde_json::Value;
 
 /// The most entries a tree may hold and still be listed (a `node_modules` does not fit).
 pub const MAX_TREE_ENTRIES: usize = 20_000;
@@ -50,6 +51,33 @@ pub fn evaluate_checking_facts(
         return outcome;
     }
     gate.evaluate(call, CallContext { facts: Some(&facts), ..context })
+}
+
+/// Whether the session may have work still running beside the call being judged, which could
+/// change files after the facts about them were checked (red-team round 62: a background
+/// `sleep 20 && cp -r apps/web src/`, then `grep -r KEY src`): a call started with
+/// `run_in_background` (Claude Code's background shells and agents), Codex's unified exec
+/// (`exec_command`, `write_stdin`), whose processes may outlive their call, or two or more
+/// subagents (`Task`, `Agent`) without a result, which run side by side.
+pub fn work_may_still_run(events: &[TranscriptEvent]) -> bool {
+    let mut open_subagents: Vec<&str> = Vec::new();
+    for event in events {
+        match event {
+            TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input }) => {
+                if input.get("run_in_background").is_some_and(|value| value != &Value::Bool(false))
+                    || matches!(name.as_str(), "exec_command" | "write_stdin")
+                {
+                    return true;
+                }
+                if matches!(name.as_str(), "Task" | "Agent") {
+                    open_subagents.push(id);
+                }
+            }
+            TranscriptEvent::Known(KnownEvent::ToolResult { id, .. }) => open_subagents.retain(|open| open != id),
+            _ => {}
+        }
+    }
+    open_subagents.len() >= 2
 }
 
 /// Checks facts under a root: `/` on the agent's machine, a fixture's directory in tests (the

@@ -60,13 +60,38 @@ fn workspace(name: &str) -> PathBuf {
     workspace
 }
 
-/// The hook's answer for a Bash call in `cwd`, with a gate-only config.
+/// The hook's answer for a Bash call in `cwd`, with a gate-only config and an empty session.
 fn hook(cwd: &Path, command: &str, config_text: &str) -> String {
+    let transcript = cwd.parent().unwrap().join("session.jsonl");
+    if !transcript.exists() {
+        std::fs::write(&transcript, "").unwrap();
+    }
+    hook_in_session(cwd, command, config_text, &transcript)
+}
+
+/// A Claude Code transcript line: the assistant calling `name` with `input`.
+fn tool_use(id: &str, name: &str, input: Value) -> String {
+    json!({"type": "assistant", "sessionId": "s-facts", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": id, "name": name, "input": input}
+    ]}})
+    .to_string()
+}
+
+/// A Claude Code transcript line: the result of call `id`.
+fn tool_result(id: &str) -> String {
+    json!({"type": "user", "sessionId": "s-facts", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": id, "content": "done", "is_error": false}
+    ]}})
+    .to_string()
+}
+
+/// The hook's answer for a Bash call in `cwd`, in the session of `transcript`.
+fn hook_in_session(cwd: &Path, command: &str, config_text: &str, transcript: &Path) -> String {
     let config = cwd.parent().unwrap().join("permit.toml");
     std::fs::write(&config, config_text).unwrap();
     let input = json!({
         "session_id": "s-facts",
-        "transcript_path": "",
+        "transcript_path": transcript,
         "cwd": cwd,
         "permission_mode": "default",
         "hook_event_name": "PreToolUse",
@@ -233,6 +258,31 @@ fn facts_are_not_relied_on_when_the_line_changes_files_or_climbs_through_a_link(
     for command in ["grep -rn TODO src", "git add src/a.rs && git commit -m 'fix a'", "diff a.txt b.txt"] {
         assert_eq!(hook(&workspace, command, AUTO), "allow", "`{command}`");
     }
+}
+
+/// Round 62: work the session started that may still run (a background shell, Codex's unified
+/// exec, subagents side by side) could change the files after the check, so facts are not used;
+/// nor when the transcript cannot be read.
+#[test]
+fn facts_are_not_used_while_the_session_may_have_work_running() {
+    let workspace = workspace("running");
+    let transcript = workspace.parent().unwrap().join("running.jsonl");
+    let session = |lines: &[String]| {
+        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+        hook_in_session(&workspace, "grep -rn 'TODO' src/", AUTO, &transcript)
+    };
+    assert_eq!(session(&[tool_use("t1", "Bash", json!({"command": "ls"})), tool_result("t1")]), "allow");
+    let background =
+        tool_use("t1", "Bash", json!({"command": "sleep 20 && cp -r apps/web src/", "run_in_background": true}));
+    assert_ne!(session(&[background.clone()]), "allow");
+    assert_ne!(session(&[background, tool_result("t1")]), "allow", "a background shell outlives its result");
+    assert_ne!(session(&[tool_use("t1", "exec_command", json!({"cmd": "npm run watch"}))]), "allow");
+    let (one, two) = (tool_use("a1", "Task", json!({"prompt": "x"})), tool_use("a2", "Task", json!({"prompt": "y"})));
+    assert_eq!(session(std::slice::from_ref(&one)), "allow", "one subagent: the main agent waits for it");
+    assert_ne!(session(&[one.clone(), two.clone()]), "allow", "two subagents run side by side");
+    assert_eq!(session(&[one, two, tool_result("a2")]), "allow");
+    std::fs::remove_file(&transcript).unwrap();
+    assert_ne!(hook_in_session(&workspace, "grep -rn 'TODO' src/", AUTO, &transcript), "allow", "no transcript");
 }
 
 #[test]

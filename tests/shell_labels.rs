@@ -155,3 +155,44 @@ fn check(mode: Mode, facts: Option<&FactChecker>) {
     assert!(dangerous_allowed.is_empty(), "{mode:?}: dangerous commands auto-allowed: {dangerous_allowed:#?}");
     assert!(benign_denied.is_empty(), "benign commands hard-denied: {benign_denied:#?}");
 }
+
+/// The eval cases' allow-labeled calls (`evals/cases/coding.jsonl`, `batches.jsonl`): how many
+/// the gate allows on its own, by text and with the facts of the typical workspace, per mode.
+/// Facts may only add allows, and never for a deny-labeled call.
+#[test]
+fn eval_cases_gate_coverage_by_text_and_with_facts() {
+    use permit::request::{EvalCase, Label};
+    let root = typical_workspace();
+    let checker = FactChecker::under(&root, Instant::now() + Duration::from_secs(600));
+    for mode in [Mode::Auto, Mode::Human] {
+        let mut config = Config { mode, ..Config::default() };
+        config.workspace.home = Some("/home/dev".to_owned());
+        let gate = Gate::new(&config).unwrap();
+        for set in ["coding", "batches"] {
+            let path = format!("{}/evals/cases/{set}.jsonl", env!("CARGO_MANIFEST_DIR"));
+            let (mut allow_labeled, mut by_text, mut with_facts) = (0, 0, 0);
+            for line in std::fs::read_to_string(path).unwrap().lines().filter(|line| !line.trim().is_empty()) {
+                let case: EvalCase = serde_json::from_str(line).unwrap();
+                let context = CallContext::at(Some("/workspace"));
+                for pending in &case.pending {
+                    let label = case.labels.as_ref().and_then(|labels| labels.get(&pending.id).copied()).or(case.label);
+                    let text = gate.evaluate(pending, context).action == GateAction::Allow;
+                    let facts = evaluate_checking_facts(&gate, pending, context, &checker).action == GateAction::Allow;
+                    assert!(text <= facts, "{}: facts took an allow away", case.id);
+                    if label == Some(Label::Deny) {
+                        assert_eq!(text, facts, "{}: facts allowed a deny-labeled call", case.id);
+                    }
+                    if label == Some(Label::Allow) {
+                        allow_labeled += 1;
+                        by_text += usize::from(text);
+                        with_facts += usize::from(facts);
+                    }
+                }
+            }
+            println!(
+                "{set} ({}): {allow_labeled} allow-labeled calls, {by_text} gate-allowed by text, {with_facts} with the facts of a typical workspace",
+                mode.as_str()
+            );
+        }
+    }
+}

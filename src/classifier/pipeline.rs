@@ -260,9 +260,10 @@ impl Pipeline {
                 .unzip::<_, _, Vec<GateOutcome>, Vec<f64>>()
         };
         let size: usize = request.pending.iter().map(|call| argument_bytes(&call.input)).sum();
+        // Facts only when nothing the session started may still be changing files.
+        let with_facts = self.facts_in_service && !crate::fact_check::work_may_still_run(&request.transcript);
         let needs_facts = |outcomes: &[GateOutcome]| {
-            self.facts_in_service
-                && outcomes.iter().any(|outcome| outcome.action != GateAction::Deny && !outcome.needs.is_empty())
+            with_facts && outcomes.iter().any(|outcome| outcome.action != GateAction::Deny && !outcome.needs.is_empty())
         };
         if size <= INLINE_GATE_BYTES {
             let judged = evaluate(&self.gate, &request.pending, context_cwd.as_deref());
@@ -271,7 +272,6 @@ impl Pipeline {
             }
         }
         // Checking facts reads files and runs git, so it runs on the blocking pool too.
-        let with_facts = self.facts_in_service;
         let checker_deadline = deadline
             .map_or_else(|| std::time::Instant::now() + FACT_CHECK_WITHOUT_DEADLINE, tokio::time::Instant::into_std);
         let evaluate = move |gate: &Gate, pending: &[PendingCall], cwd: Option<&str>| {

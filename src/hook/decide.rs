@@ -128,20 +128,25 @@ fn built_in_gate() -> Option<LocalGate> {
 ///
 /// The hook runs beside the agent, so when the gate's refusal names facts about the machine
 /// (no git hooks, regular files, a plain tree; see [`crate::gate::facts`]) it checks them
-/// there and judges the call again with those that hold. A fact that cannot be checked does
-/// not hold; a hard deny is never judged again.
+/// there and judges the call again with those that hold, unless the session may have work
+/// still running that could change the files after the check ([`work_may_still_run`]). A fact
+/// that cannot be checked does not hold; a hard deny is never judged again.
 fn evaluate(
     local: &LocalGate,
     call: &PendingCall,
     input: &HookInput,
+    host: Host,
     deadline: Instant,
 ) -> (GateOutcome, CallDecision) {
     let context = CallContext::at(input.cwd.as_deref());
-    let outcome = if local.config.workspace.check_facts {
-        evaluate_checking_facts(&local.gate, call, context, &FactChecker::on_this_machine(deadline))
-    } else {
-        local.gate.evaluate(call, context)
-    };
+    let mut outcome = local.gate.evaluate(call, context);
+    if local.config.workspace.check_facts
+        && outcome.action != GateAction::Deny
+        && !outcome.needs.is_empty()
+        && !work_may_still_run(input, host)
+    {
+        outcome = evaluate_checking_facts(&local.gate, call, context, &FactChecker::on_this_machine(deadline));
+    }
     let budget =
         fresh_budget(local.config.reversibility.costly_budget_per_session, input.session_id.as_deref(), &outcome);
     let decision = finalize(call, &outcome, &budget, &Classifier::NotConfigured);
@@ -197,7 +202,7 @@ pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> 
             None => return failure(&call, Tier::High, &HookError::Config(error)),
         },
     };
-    let (outcome, local_decision) = evaluate(&local, &call, input, deadline);
+    let (outcome, local_decision) = evaluate(&local, &call, input, settings.host, deadline);
     if outcome.action == GateAction::Deny {
         return local_decision;
     }
@@ -236,6 +241,15 @@ pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> 
             Err(error) => failure(&call, outcome.tier, &error),
         },
     }
+}
+
+/// Whether the session may have work still running beside this call, from the host's
+/// transcript ([`crate::fact_check::work_may_still_run`]). A transcript that is missing or
+/// unreadable may hide any, so it counts as yes.
+fn work_may_still_run(input: &HookInput, host: Host) -> bool {
+    let Some(path) = input.transcript_path.as_deref() else { return true };
+    let Ok(session) = read_transcript(Some(path), host) else { return true };
+    crate::fact_check::work_may_still_run(&session.events)
 }
 
 /// The session transcript the host's hook input points at, in the host's format.

@@ -983,8 +983,8 @@ impl Walker<'_> {
         }
     }
 
-    /// Walks a pipeline; when it is a lone `cd`, `pushd` or `popd` (no `!`, no pipe, one part,
-    /// no function defined earlier in the line that could stand in for it), returns the other
+    /// Walks a pipeline; when it is a lone `cd`, `pushd` or `popd` (one simple command: no `!`,
+    /// no pipe, no group; no function defined earlier in the line that could stand in for it), returns the other
     /// directories as they were before it, which is all that remains possible once it
     /// returned 0.
     fn walk_pipeline_noting_cd(&mut self, pipeline: &ast::Pipeline, depth: usize) -> Option<Vec<Option<Rc<str>>>> {
@@ -992,8 +992,11 @@ impl Walker<'_> {
         let first_part = self.analysis.parts.len();
         self.walk_pipeline(pipeline, depth);
         let produced = &self.analysis.parts[first_part..];
+        // A simple command only: a group's status is its last command's, which may be negated
+        // or not `cd` at all (`{ ! cd ./docs; } && grep -r x .` runs grep where cd failed,
+        // red-team round 62).
         let lone_cd = !pipeline.bang
-            && pipeline.seq.len() == 1
+            && matches!(pipeline.seq.as_slice(), [ast::Command::Simple(_)])
             && self.functions.is_empty()
             && matches!(produced, [part] if matches!(part.program(), "cd" | "pushd" | "popd"));
         lone_cd.then_some(before)
