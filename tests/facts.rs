@@ -274,7 +274,7 @@ fn facts_are_not_used_while_the_session_may_have_work_running() {
     assert_eq!(session(&[tool_use("t1", "Bash", json!({"command": "ls"})), tool_result("t1")]), "allow");
     let background =
         tool_use("t1", "Bash", json!({"command": "sleep 20 && cp -r apps/web src/", "run_in_background": true}));
-    assert_ne!(session(&[background.clone()]), "allow");
+    assert_ne!(session(std::slice::from_ref(&background)), "allow");
     assert_ne!(session(&[background, tool_result("t1")]), "allow", "a background shell outlives its result");
     assert_ne!(session(&[tool_use("t1", "exec_command", json!({"cmd": "npm run watch"}))]), "allow");
     let (one, two) = (tool_use("a1", "Task", json!({"prompt": "x"})), tool_use("a2", "Task", json!({"prompt": "y"})));
