@@ -192,6 +192,11 @@ impl Walker<'_> {
             if skip + 1 >= part.argv.len() {
                 return;
             }
+            // `builtin cd` is the shell's cd; any other wrapper runs a program of that name in a
+            // child process (`env cd x` changes nothing, macOS has a `/usr/bin/cd`).
+            if part.program() != "builtin" {
+                part.wrapped = true;
+            }
             part.drain_words(skip + 1);
             part.refresh_name();
             if env && part.args().is_empty() && part.argv.first().is_some_and(|name| name.contains('=')) {

@@ -288,6 +288,9 @@ pub struct CommandPart {
     pub environment_override: bool,
     /// Runs something the analysis cannot see through (`env -S`, `bash --rcfile`, …).
     pub opaque: bool,
+    /// A wrapper other than `builtin` was stripped (`env`, `nice`, `command`, `timeout`…): the
+    /// program runs as a child process, so a `cd` there moves nothing in the shell.
+    pub wrapped: bool,
     /// Where `argv[0]` without its directory starts, computed once after unwrapping (see
     /// [`CommandPart::program`]); `None` before that or with no words. An offset rather than a
     /// copy: every part has a name, and copying it was an allocation per part.
@@ -456,6 +459,7 @@ pub fn analyze(command: &str, cwd: Option<&str>, home: &str) -> ShellAnalysis {
         loop_binding: None,
         cd_count: 0,
         cd_through_dotdot: false,
+        last_cd_moved: None,
         expanded_words: 0,
         cwd: cwd.map(Rc::from),
         other_cwds: Vec::new(),
@@ -574,6 +578,9 @@ struct Walker<'a> {
     cd_count: usize,
     /// Some `cd` so far named `..` or took an option ([`CommandPart::cwd_through_dotdot`]).
     cd_through_dotdot: bool,
+    /// Set by a shell `cd` just walked: where each of the other directories the line may have
+    /// been in moved to, which is all that remains possible once it returned 0.
+    last_cd_moved: Option<Vec<Option<Rc<str>>>>,
     /// Words brace expansion has made so far (bounded by [`MAX_EXPANDED_WORDS`]).
     expanded_words: usize,
     cwd: Option<Rc<str>>,
@@ -983,23 +990,25 @@ impl Walker<'_> {
         }
     }
 
-    /// Walks a pipeline; when it is a lone `cd`, `pushd` or `popd` (one simple command: no `!`,
-    /// no pipe, no group; no function defined earlier in the line that could stand in for it), returns the other
-    /// directories as they were before it, which is all that remains possible once it
-    /// returned 0.
+    /// Walks a pipeline; when it is a lone shell `cd`, `pushd` or `popd` (one simple command: no
+    /// `!`, `time`, pipe or group; not wrapped; no function defined earlier in the line that
+    /// could stand in for it), returns where the other directories the line may have been in
+    /// moved to: with the `cd`'s own destination, all that remains possible once it returned 0.
     fn walk_pipeline_noting_cd(&mut self, pipeline: &ast::Pipeline, depth: usize) -> Option<Vec<Option<Rc<str>>>> {
-        let before = self.other_cwds.clone();
+        self.last_cd_moved = None;
         let first_part = self.analysis.parts.len();
         self.walk_pipeline(pipeline, depth);
+        let moved = self.last_cd_moved.take();
         let produced = &self.analysis.parts[first_part..];
         // A simple command only: a group's status is its last command's, which may be negated
         // or not `cd` at all (`{ ! cd ./docs; } && grep -r x .` runs grep where cd failed,
         // red-team round 62).
         let lone_cd = !pipeline.bang
+            && pipeline.timed.is_none()
             && matches!(pipeline.seq.as_slice(), [ast::Command::Simple(_)])
             && self.functions.is_empty()
             && matches!(produced, [part] if matches!(part.program(), "cd" | "pushd" | "popd"));
-        lone_cd.then_some(before)
+        moved.filter(|_| lone_cd)
     }
 
     /// Adds directories back to those a part may run in, as a failed `cd` may have left them.
@@ -2097,29 +2106,57 @@ impl Walker<'_> {
             if part.args().iter().any(|arg| arg.starts_with('-') || arg.split('/').any(|component| component == "..")) {
                 self.cd_through_dotdot = true;
             }
-            if !self.other_cwds.contains(&self.cwd) {
-                self.other_cwds.push(self.cwd.clone());
+            // Only the shell's own `cd` moves the shell: a wrapped one (`env cd`, zsh's `command
+            // cd`) or one named by its path (`/usr/bin/cd`) runs a program that returns 0 and
+            // leaves the shell where it was (red-team round 63). Where the line then is, is not
+            // known.
+            let shell_cd = !part.wrapped && part.argv.first().is_some_and(|word| !word.contains('/'));
+            let home = self.home;
+            let destination = |from: Option<&str>| -> Option<Rc<str>> {
+                if !shell_cd {
+                    return None;
+                }
+                match (part.program(), target) {
+                    // `popd`, and `pushd` alone, move along a directory stack the gate does not keep.
+                    ("popd", _) | ("pushd", None) => None,
+                    (_, None) => Some(paths::normalize(home)),
+                    (_, Some(_)) if part.dynamic_args || part.arg_flags().iter().any(|flags| flags.glob) => None,
+                    // A relative name not starting with `./` or `../` is searched along the user's
+                    // `CDPATH` (bash tries it before the current directory), and with `cdable_vars`
+                    // (bash) or `CDABLE_VARS` (zsh) a name that is not a directory is a variable
+                    // or a named directory (`cd HOME` is `cd ~`). The host's shell brings the
+                    // user's environment and options, so the directory is unknown.
+                    (_, Some(target)) if cd_searches(target) => None,
+                    (_, Some(target)) => paths::resolve(target, from, home),
+                }
+                .map(Rc::from)
+            };
+            // The line may be in any of several directories (after a `cd` that may have failed):
+            // the `cd` moves each of them, or fails and leaves it.
+            let mut moved: Vec<Option<Rc<str>>> = Vec::with_capacity(self.other_cwds.len());
+            for other in &self.other_cwds {
+                let to = destination(other.as_deref());
+                if !moved.contains(&to) {
+                    moved.push(to);
+                }
             }
-            if self.other_cwds.len() > MAX_OTHER_CWDS {
+            let left = std::mem::take(&mut self.other_cwds);
+            let from = self.cwd.take();
+            self.cwd = destination(from.as_deref());
+            moved.retain(|directory| *directory != self.cwd);
+            let mut others = moved.clone();
+            for directory in std::iter::once(from).chain(left) {
+                if directory != self.cwd && !others.contains(&directory) {
+                    others.push(directory);
+                }
+            }
+            if others.len() > MAX_OTHER_CWDS {
                 // Too many directories the line may be in: unknown, which counts as outside.
-                self.other_cwds.clear();
                 self.cwd = None;
                 return;
             }
-            self.cwd = match (part.program(), target) {
-                // `popd`, and `pushd` alone, move along a directory stack the gate does not keep.
-                ("popd", _) | ("pushd", None) => None,
-                (_, None) => Some(paths::normalize(self.home)),
-                (_, Some(_)) if part.dynamic_args || part.arg_flags().iter().any(|flags| flags.glob) => None,
-                // A relative name not starting with `./` or `../` is searched along the user's
-                // `CDPATH` (bash tries it before the current directory), and with `cdable_vars`
-                // (bash) or `CDABLE_VARS` (zsh) a name that is not a directory is a variable
-                // or a named directory (`cd HOME` is `cd ~`). The host's shell brings the
-                // user's environment and options, so the directory is unknown.
-                (_, Some(target)) if cd_searches(target) => None,
-                (_, Some(target)) => paths::resolve(target, self.cwd.as_deref(), self.home),
-            }
-            .map(Rc::from);
+            self.other_cwds = others;
+            self.last_cd_moved = shell_cd.then_some(moved);
         }
     }
 }
