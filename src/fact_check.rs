@@ -57,27 +57,18 @@ pub fn evaluate_checking_facts(
 /// change files after the facts about them were checked (red-team round 62: a background
 /// `sleep 20 && cp -r apps/web src/`, then `grep -r KEY src`): a call started with
 /// `run_in_background` (Claude Code's background shells and agents), Codex's unified exec
-/// (`exec_command`, `write_stdin`), whose processes may outlive their call, or two or more
-/// subagents (`Task`, `Agent`) without a result, which run side by side.
+/// (`exec_command`, `write_stdin`), whose processes may outlive their call, or any subagent
+/// (`Task`, `Agent`) at all. A subagent runs beside the calls of the message that started it
+/// (round 64), and the background shells it starts are in its own transcript, which the
+/// session's does not show, and may outlive it.
 pub fn work_may_still_run(events: &[TranscriptEvent]) -> bool {
-    let mut open_subagents: Vec<&str> = Vec::new();
-    for event in events {
-        match event {
-            TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input }) => {
-                if input.get("run_in_background").is_some_and(|value| value != &Value::Bool(false))
-                    || matches!(name.as_str(), "exec_command" | "write_stdin")
-                {
-                    return true;
-                }
-                if matches!(name.as_str(), "Task" | "Agent") {
-                    open_subagents.push(id);
-                }
-            }
-            TranscriptEvent::Known(KnownEvent::ToolResult { id, .. }) => open_subagents.retain(|open| open != id),
-            _ => {}
+    events.iter().any(|event| match event {
+        TranscriptEvent::Known(KnownEvent::ToolCall { name, input, .. }) => {
+            input.get("run_in_background").is_some_and(|value| value != &Value::Bool(false))
+                || matches!(name.as_str(), "exec_command" | "write_stdin" | "Task" | "Agent")
         }
-    }
-    open_subagents.len() >= 2
+        _ => false,
+    })
 }
 
 /// Checks facts under a root: `/` on the agent's machine, a fixture's directory in tests (the
