@@ -362,13 +362,13 @@ fn grep_r_needs_a_tree_of_plain_files_the_path_rules_allow() {
 #[test]
 fn the_service_checks_facts_only_when_told_it_shares_the_machine() {
     let workspace = workspace("service");
-    let decide = |config_text: &str, command: &str| -> String {
+    let decide_in = |config_text: &str, command: &str, transcript: Value| -> String {
         let config = workspace.parent().unwrap().join("service.toml");
         std::fs::write(&config, config_text).unwrap();
         let request = json!({
             "session_id": "s-service",
             "cwd": workspace,
-            "transcript": [],
+            "transcript": transcript,
             "pending": [{ "id": "c1", "name": "Bash", "input": { "command": command } }]
         });
         let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
@@ -386,6 +386,8 @@ fn the_service_checks_facts_only_when_told_it_shares_the_machine() {
         let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
         answer["decisions"][0]["decision"].as_str().unwrap().to_owned()
     };
+    let asked = json!([{"type": "user", "text": "tidy up and commit"}]);
+    let decide = |config_text: &str, command: &str| decide_in(config_text, command, asked.clone());
     let shared = "mode = \"auto\"\n[workspace]\nfacts_in_service = true\n";
     for command in ANSWERED {
         assert_ne!(decide(AUTO, command), "allow", "`{command}` judged on its text");
@@ -394,4 +396,13 @@ fn the_service_checks_facts_only_when_told_it_shares_the_machine() {
     write(&workspace.join("src/.env"), "API_KEY=x\n");
     assert_ne!(decide(shared, "grep -rn 'TODO' src/"), "allow");
     assert_ne!(decide(shared, "cp -r scripts src/ && grep -rn 'TODO' src/"), "allow");
+    std::fs::remove_file(workspace.join("src/.env")).unwrap();
+    assert_eq!(decide(shared, "grep -rn 'TODO' src/"), "allow");
+    // A request that shows no session, or one with work still running, gets no facts.
+    assert_ne!(decide_in(shared, "grep -rn 'TODO' src/", json!([])), "allow");
+    let background = json!([
+        {"type": "user", "text": "watch the build"},
+        {"type": "tool_call", "id": "t1", "name": "Bash", "input": {"command": "npm run watch", "run_in_background": true}}
+    ]);
+    assert_ne!(decide_in(shared, "grep -rn 'TODO' src/", background), "allow");
 }

@@ -260,8 +260,11 @@ impl Pipeline {
                 .unzip::<_, _, Vec<GateOutcome>, Vec<f64>>()
         };
         let size: usize = request.pending.iter().map(|call| argument_bytes(&call.input)).sum();
-        // Facts only when nothing the session started may still be changing files.
-        let with_facts = self.facts_in_service && !crate::fact_check::work_may_still_run(&request.transcript);
+        // Facts only when the request shows its session and nothing the session started may
+        // still be changing files (a request without a transcript hides what is running).
+        let with_facts = self.facts_in_service
+            && !request.transcript.is_empty()
+            && !crate::fact_check::work_may_still_run(&request.transcript);
         let needs_facts = |outcomes: &[GateOutcome]| {
             with_facts && outcomes.iter().any(|outcome| outcome.action != GateAction::Deny && !outcome.needs.is_empty())
         };
