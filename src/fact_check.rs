@@ -53,21 +53,64 @@ pub fn evaluate_checking_facts(
     gate.evaluate(call, CallContext { facts: Some(&facts), ..context })
 }
 
+/// Tools whose work is over when their result arrives (Claude Code's and Codex's file, search,
+/// web and planning tools, and their foreground shells): anything else (a subagent, Codex's
+/// unified exec, an MCP tool, a tool this list does not know) may still be running.
+const FINISHING_TOOLS: &[&str] = &[
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "NotebookEdit",
+    "NotebookRead",
+    "Glob",
+    "Grep",
+    "LS",
+    "WebFetch",
+    "WebSearch",
+    "TodoWrite",
+    "TodoRead",
+    "AskUserQuestion",
+    "ExitPlanMode",
+    "apply_patch",
+    "update_plan",
+    "view_image",
+    "read_file",
+    "list_dir",
+    "grep_files",
+    "web_search",
+];
+
+/// Shells whose foreground command is over when its result arrives, unless the host moved it
+/// to the background (Claude Code's `run_in_background`, or a timeout: "Command did not
+/// complete within its 3s timeout and was moved to the background").
+const FOREGROUND_SHELLS: &[&str] = &["Bash", "shell", "shell_command", "local_shell", "container.exec"];
+
 /// Whether the session may have work still running beside the call being judged, which could
-/// change files after the facts about them were checked (red-team round 62: a background
-/// `sleep 20 && cp -r apps/web src/`, then `grep -r KEY src`): a call started with
-/// `run_in_background` (Claude Code's background shells and agents), Codex's unified exec
-/// (`exec_command`, `write_stdin`), whose processes may outlive their call, or any subagent
-/// (`Task`, `Agent`) at all. A subagent runs beside the calls of the message that started it
-/// (round 64), and the background shells it starts are in its own transcript, which the
-/// session's does not show, and may outlive it.
-pub fn work_may_still_run(events: &[TranscriptEvent]) -> bool {
-    events.iter().any(|event| match event {
-        TranscriptEvent::Known(KnownEvent::ToolCall { name, input, .. }) => {
-            input.get("run_in_background").is_some_and(|value| value != &Value::Bool(false))
-                || matches!(name.as_str(), "exec_command" | "write_stdin" | "Task" | "Agent")
+/// change files after the facts about them were checked. An allowlist: the session is quiet
+/// only when every earlier call (all but `pending`) has its result, is a tool whose work ends
+/// with its result ([`FINISHING_TOOLS`]), and, for a shell, was neither started in the
+/// background nor moved there (its result mentions the background). Red-team rounds 62, 64
+/// and 65 raced a fact-checked `grep -r` with a background `cp -r`, a subagent's, Claude
+/// Code's timeout backgrounding, Codex's parallel shell calls and `spawn_agent`.
+pub fn work_may_still_run(events: &[TranscriptEvent], pending: Option<&str>) -> bool {
+    let mut results: std::collections::HashMap<&str, &Value> = std::collections::HashMap::new();
+    for event in events {
+        if let TranscriptEvent::Known(KnownEvent::ToolResult { id, content, .. }) = event {
+            results.insert(id, content);
         }
-        _ => false,
+    }
+    events.iter().any(|event| {
+        let TranscriptEvent::Known(KnownEvent::ToolCall { id, name, input }) = event else { return false };
+        if pending == Some(id.as_str()) {
+            return false;
+        }
+        let Some(result) = results.get(id.as_str()) else { return true };
+        if FOREGROUND_SHELLS.contains(&name.as_str()) {
+            return input.get("run_in_background").is_some_and(|value| value != &Value::Bool(false))
+                || result.to_string().to_ascii_lowercase().contains("background");
+        }
+        !FINISHING_TOOLS.contains(&name.as_str())
     })
 }
 

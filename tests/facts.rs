@@ -260,29 +260,51 @@ fn facts_are_not_relied_on_when_the_line_changes_files_or_climbs_through_a_link(
     }
 }
 
-/// Round 62: work the session started that may still run (a background shell, Codex's unified
-/// exec, subagents side by side) could change the files after the check, so facts are not used;
-/// nor when the transcript cannot be read.
+/// A Claude Code transcript line: the result of call `id`, with `text`.
+fn tool_result_text(id: &str, text: &str) -> String {
+    json!({"type": "user", "sessionId": "s-facts", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": id, "content": text, "is_error": false}
+    ]}})
+    .to_string()
+}
+
+/// Rounds 62, 64 and 65: work the session started that may still run could change the files
+/// after the check, so facts are used only in a quiet session: every earlier call has its
+/// result, is a tool whose work ends with it, and no shell was started in or moved to the
+/// background. Nor when the transcript cannot be read.
 #[test]
-fn facts_are_not_used_while_the_session_may_have_work_running() {
+fn facts_are_used_only_when_every_earlier_call_has_finished() {
     let workspace = workspace("running");
     let transcript = workspace.parent().unwrap().join("running.jsonl");
     let session = |lines: &[String]| {
         std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
         hook_in_session(&workspace, "grep -rn 'TODO' src/", AUTO, &transcript)
     };
-    assert_eq!(session(&[tool_use("t1", "Bash", json!({"command": "ls"})), tool_result("t1")]), "allow");
+    let ls = tool_use("t1", "Bash", json!({"command": "ls"}));
+    let read = tool_use("t2", "Read", json!({"file_path": "README.md"}));
+    assert_eq!(session(&[ls.clone(), tool_result("t1"), read.clone(), tool_result("t2")]), "allow");
+    // The pending call itself is in the transcript without a result: it does not count.
+    let pending = tool_use("toolu_facts", "Bash", json!({"command": "grep -rn 'TODO' src/"}));
+    assert_eq!(session(&[ls.clone(), tool_result("t1"), pending]), "allow");
+    // A call still without its result: a parallel sibling (Codex runs shell calls side by side).
+    assert_ne!(session(std::slice::from_ref(&ls)), "allow");
+    // Started in the background, or moved there by its timeout (Claude Code 2.1.210 and later).
     let background =
         tool_use("t1", "Bash", json!({"command": "sleep 20 && cp -r apps/web src/", "run_in_background": true}));
-    assert_ne!(session(std::slice::from_ref(&background)), "allow");
-    assert_ne!(session(&[background, tool_result("t1")]), "allow", "a background shell outlives its result");
-    assert_ne!(session(&[tool_use("t1", "exec_command", json!({"cmd": "npm run watch"}))]), "allow");
-    // A subagent runs beside the calls of the message that started it, and its own background
-    // shells are in its own transcript (round 64): any subagent in the session turns facts off.
-    let subagent = tool_use("a1", "Task", json!({"prompt": "copy apps/web into src"}));
-    assert_ne!(session(std::slice::from_ref(&subagent)), "allow", "an open subagent");
-    assert_ne!(session(&[subagent, tool_result("a1")]), "allow", "a finished one may have left a shell");
-    assert_ne!(session(&[tool_use("a1", "Agent", json!({"prompt": "x"}))]), "allow");
+    assert_ne!(session(&[background, tool_result("t1")]), "allow");
+    let timed_out = tool_result_text(
+        "t1",
+        "Command did not complete within its 2s timeout and was moved to the background (ID: b1)",
+    );
+    assert_ne!(session(&[ls.clone(), timed_out]), "allow");
+    let promoted = tool_result_text("t1", "Command running in background with ID: bt2kelt7i.");
+    assert_ne!(session(&[ls, promoted]), "allow");
+    // Tools whose work may outlive their result: subagents, Codex's unified exec and
+    // `spawn_agent`, MCP tools, anything not known to finish.
+    for name in ["Task", "Agent", "exec_command", "write_stdin", "spawn_agent", "mcp__build__run", "BashOutput"] {
+        let call = tool_use("t9", name, json!({"prompt": "copy apps/web into src"}));
+        assert_ne!(session(&[call, tool_result("t9")]), "allow", "{name}");
+    }
     std::fs::remove_file(&transcript).unwrap();
     assert_ne!(hook_in_session(&workspace, "grep -rn 'TODO' src/", AUTO, &transcript), "allow", "no transcript");
 }

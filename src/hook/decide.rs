@@ -249,7 +249,7 @@ pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> 
 fn work_may_still_run(input: &HookInput, host: Host) -> bool {
     let Some(path) = input.transcript_path.as_deref() else { return true };
     let Ok(session) = read_transcript(Some(path), host) else { return true };
-    crate::fact_check::work_may_still_run(&session.events)
+    crate::fact_check::work_may_still_run(&session.events, input.tool_use_id.as_deref())
 }
 
 /// The session transcript the host's hook input points at, in the host's format.
