@@ -90,10 +90,17 @@ const FOREGROUND_SHELLS: &[&str] = &["Bash", "shell", "shell_command", "local_sh
 /// change files after the facts about them were checked. An allowlist: the session is quiet
 /// only when every earlier call (all but `pending`) has its result, is a tool whose work ends
 /// with its result ([`FINISHING_TOOLS`]), and, for a shell, was neither started in the
-/// background nor moved there (its result mentions the background). Red-team rounds 62, 64
-/// and 65 raced a fact-checked `grep -r` with a background `cp -r`, a subagent's, Claude
-/// Code's timeout backgrounding, Codex's parallel shell calls and `spawn_agent`.
-pub fn work_may_still_run(events: &[TranscriptEvent], pending: Option<&str>) -> bool {
+/// background nor moved there (its result mentions the background) and is a command the gate
+/// allows on its text (`allowed_by_text`), which proves it leaves nothing running: the gate
+/// refuses `&`, and a command a person or a model approved (`npm run dev &`, `cargo test`,
+/// whose code may start a daemon) may have. Red-team rounds 62, 64 and 65 raced a
+/// fact-checked `grep -r` with a background `cp -r`, a subagent's, Claude Code's timeout
+/// backgrounding, Codex's parallel shell calls and `spawn_agent`.
+pub fn work_may_still_run(
+    events: &[TranscriptEvent],
+    pending: Option<&str>,
+    allowed_by_text: impl Fn(&PendingCall) -> bool,
+) -> bool {
     let mut results: std::collections::HashMap<&str, &Value> = std::collections::HashMap::new();
     for event in events {
         if let TranscriptEvent::Known(KnownEvent::ToolResult { id, content, .. }) = event {
@@ -107,8 +114,10 @@ pub fn work_may_still_run(events: &[TranscriptEvent], pending: Option<&str>) -> 
         }
         let Some(result) = results.get(id.as_str()) else { return true };
         if FOREGROUND_SHELLS.contains(&name.as_str()) {
+            let call = PendingCall { id: id.clone(), name: name.clone(), input: input.clone(), annotations: None };
             return input.get("run_in_background").is_some_and(|value| value != &Value::Bool(false))
-                || result.to_string().to_ascii_lowercase().contains("background");
+                || result.to_string().to_ascii_lowercase().contains("background")
+                || !allowed_by_text(&call);
         }
         !FINISHING_TOOLS.contains(&name.as_str())
     })

@@ -299,6 +299,12 @@ fn facts_are_used_only_when_every_earlier_call_has_finished() {
     assert_ne!(session(&[ls.clone(), timed_out]), "allow");
     let promoted = tool_result_text("t1", "Command running in background with ID: bt2kelt7i.");
     assert_ne!(session(&[ls, promoted]), "allow");
+    // A shell command the gate would not allow on its text was approved by a person or a model
+    // and may have left something running (`&`, a test suite that starts a daemon).
+    for command in ["npm run dev &", "cargo test", "nohup ./scripts/watch.sh"] {
+        let call = tool_use("t1", "Bash", json!({"command": command}));
+        assert_ne!(session(&[call, tool_result("t1")]), "allow", "{command}");
+    }
     // Tools whose work may outlive their result: subagents, Codex's unified exec and
     // `spawn_agent`, MCP tools, anything not known to finish.
     for name in ["Task", "Agent", "exec_command", "write_stdin", "spawn_agent", "mcp__build__run", "BashOutput"] {

@@ -264,7 +264,9 @@ impl Pipeline {
         // still be changing files (a request without a transcript hides what is running).
         let with_facts = self.facts_in_service
             && !request.transcript.is_empty()
-            && !crate::fact_check::work_may_still_run(&request.transcript, None);
+            && !crate::fact_check::work_may_still_run(&request.transcript, None, |call| {
+                self.gate.evaluate(call, CallContext::at(request.cwd.as_deref())).action == GateAction::Allow
+            });
         let needs_facts = |outcomes: &[GateOutcome]| {
             with_facts && outcomes.iter().any(|outcome| outcome.action != GateAction::Deny && !outcome.needs.is_empty())
         };

@@ -143,7 +143,7 @@ fn evaluate(
     if local.config.workspace.check_facts
         && outcome.action != GateAction::Deny
         && !outcome.needs.is_empty()
-        && !work_may_still_run(input, host)
+        && !work_may_still_run(input, host, &local.gate)
     {
         outcome = evaluate_checking_facts(&local.gate, call, context, &FactChecker::on_this_machine(deadline));
     }
@@ -246,10 +246,13 @@ pub fn decide(input: &HookInput, settings: &HookSettings, deadline: Instant) -> 
 /// Whether the session may have work still running beside this call, from the host's
 /// transcript ([`crate::fact_check::work_may_still_run`]). A transcript that is missing or
 /// unreadable may hide any, so it counts as yes.
-fn work_may_still_run(input: &HookInput, host: Host) -> bool {
+fn work_may_still_run(input: &HookInput, host: Host, gate: &Gate) -> bool {
     let Some(path) = input.transcript_path.as_deref() else { return true };
     let Ok(session) = read_transcript(Some(path), host) else { return true };
-    crate::fact_check::work_may_still_run(&session.events, input.tool_use_id.as_deref())
+    let cwd = input.cwd.as_deref().or(session.cwd.as_deref());
+    crate::fact_check::work_may_still_run(&session.events, input.tool_use_id.as_deref(), |call| {
+        gate.evaluate(call, CallContext::at(cwd)).action == GateAction::Allow
+    })
 }
 
 /// The session transcript the host's hook input points at, in the host's format.
