@@ -115,8 +115,12 @@ pub fn work_may_still_run(
         let Some(result) = results.get(id.as_str()) else { return true };
         if FOREGROUND_SHELLS.contains(&name.as_str()) {
             let call = PendingCall { id: id.clone(), name: name.clone(), input: input.clone(), annotations: None };
+            // A process substitution is not waited for either when the command does not read it
+            // to the end (`ls <(sleep 30; cp -r apps/web src/)`, round 66).
+            let substitutes = |text: &str| text.contains("<(") || text.contains(">(");
             return input.get("run_in_background").is_some_and(|value| value != &Value::Bool(false))
                 || result.to_string().to_ascii_lowercase().contains("background")
+                || input.values().any(|value| substitutes(&value.to_string()))
                 || !allowed_by_text(&call);
         }
         !FINISHING_TOOLS.contains(&name.as_str())

@@ -301,7 +301,9 @@ fn facts_are_used_only_when_every_earlier_call_has_finished() {
     assert_ne!(session(&[ls, promoted]), "allow");
     // A shell command the gate would not allow on its text was approved by a person or a model
     // and may have left something running (`&`, a test suite that starts a daemon).
-    for command in ["npm run dev &", "cargo test", "nohup ./scripts/watch.sh"] {
+    // A process substitution is not waited for when the command does not read it to the end
+    // (round 66), even one the gate allows.
+    for command in ["npm run dev &", "cargo test", "nohup ./scripts/watch.sh", "ls <(sleep 1)"] {
         let call = tool_use("t1", "Bash", json!({"command": command}));
         assert_ne!(session(&[call, tool_result("t1")]), "allow", "{command}");
     }

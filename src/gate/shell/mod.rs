@@ -647,6 +647,21 @@ impl Walker<'_> {
         self.analysis.findings.push(StructuralFinding { code, tier, rule, detail });
     }
 
+    /// `>(…)` runs a list bash never waits for: once the command writing to it exits, the list
+    /// goes on (`ls > >(sleep 30; cp -r apps/web src/)`, red-team round 66), past the host's
+    /// wait and timeout, like `&`. (`<(…)` is read by the command until it ends, in the uses the
+    /// gate vouches for: `diff <(git show HEAD:x) x`.)
+    fn refuse_output_process_substitution(&mut self, kind: &ast::ProcessSubstitutionKind) {
+        if matches!(kind, ast::ProcessSubstitutionKind::Write) {
+            self.finding(
+                ReasonCode::OpaqueExecution,
+                Tier::High,
+                None,
+                "runs a command in an output process substitution (`>(…)`), which bash does not wait for".to_owned(),
+            );
+        }
+    }
+
     /// The line runs [`MAX_PARTS`] or more commands: refused, whichever check saw it first.
     fn too_many_commands(&mut self) {
         self.finding(
@@ -1820,7 +1835,8 @@ impl Walker<'_> {
                         };
                         part.redirects.push((target, access));
                     }
-                    ast::IoFileRedirectTarget::ProcessSubstitution(_, subshell) => {
+                    ast::IoFileRedirectTarget::ProcessSubstitution(kind, subshell) => {
+                        self.refuse_output_process_substitution(kind);
                         self.scoped(|walker| walker.walk_list(&subshell.list, depth));
                     }
                     ast::IoFileRedirectTarget::Duplicate(word) => {
@@ -2013,7 +2029,8 @@ impl Walker<'_> {
                         }
                     }
                 }
-                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, subshell) => {
+                ast::CommandPrefixOrSuffixItem::ProcessSubstitution(kind, subshell) => {
+                    self.refuse_output_process_substitution(kind);
                     let first_part = self.analysis.parts.len();
                     self.scoped(|walker| walker.walk_list(&subshell.list, depth));
                     process_substitution_fetches |=
