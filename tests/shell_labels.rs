@@ -38,7 +38,7 @@ fn no_dangerous_command_is_auto_allowed_in_any_mode() {
 
 #[test]
 fn no_dangerous_command_is_auto_allowed_with_the_facts_of_a_typical_workspace() {
-    let root = typical_workspace();
+    let root = typical_workspace("labels");
     let checker = FactChecker::under(&root, Instant::now() + Duration::from_secs(600));
     for mode in [Mode::Auto, Mode::Human, Mode::Reviewer] {
         check(mode, Some(&checker));
@@ -47,8 +47,9 @@ fn no_dangerous_command_is_auto_allowed_with_the_facts_of_a_typical_workspace() 
 
 /// `ROOT/workspace`, a small Rust project with a fresh repository (git's sample hooks only),
 /// a `.env`, build output and the files the labeled commands name; `ROOT/home/dev` is home.
-fn typical_workspace() -> PathBuf {
-    let root = std::env::temp_dir().join(format!("permit-shell-labels-{}", std::process::id()));
+/// Each test builds its own (`name`): the tests run side by side in one process.
+fn typical_workspace(name: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("permit-shell-labels-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let workspace = root.join("workspace");
     let files = [
@@ -162,7 +163,7 @@ fn check(mode: Mode, facts: Option<&FactChecker>) {
 #[test]
 fn eval_cases_gate_coverage_by_text_and_with_facts() {
     use permit::request::{EvalCase, Label};
-    let root = typical_workspace();
+    let root = typical_workspace("cases");
     let checker = FactChecker::under(&root, Instant::now() + Duration::from_secs(600));
     for mode in [Mode::Auto, Mode::Human] {
         let mut config = Config { mode, ..Config::default() };
