@@ -435,4 +435,27 @@ fn the_service_checks_facts_only_when_told_it_shares_the_machine() {
         {"type": "tool_call", "id": "t1", "name": "Bash", "input": {"command": "npm run watch", "run_in_background": true}}
     ]);
     assert_ne!(decide_in(shared, "grep -rn 'TODO' src/", background), "allow");
+    // Several pending calls: the facts would be checked before the first runs (round 67).
+    let config = workspace.parent().unwrap().join("service.toml");
+    std::fs::write(&config, shared).unwrap();
+    let request = json!({
+        "session_id": "s-service",
+        "cwd": workspace,
+        "transcript": asked,
+        "pending": [
+            { "id": "c1", "name": "Bash", "input": { "command": "cp -r scripts src/" } },
+            { "id": "c2", "name": "Bash", "input": { "command": "grep -rn 'TODO' src/" } }
+        ]
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
+        .args(["decide", "--config"])
+        .arg(&config)
+        .env_remove("PERMIT_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
+    let answer: Value = serde_json::from_slice(&child.wait_with_output().unwrap().stdout).unwrap();
+    assert_ne!(answer["decisions"][1]["decision"], "allow", "{answer}");
 }

@@ -261,8 +261,12 @@ impl Pipeline {
         };
         let size: usize = request.pending.iter().map(|call| argument_bytes(&call.input)).sum();
         // Facts only when the request shows its session and nothing the session started may
-        // still be changing files (a request without a transcript hides what is running).
+        // still be changing files (a request without a transcript hides what is running), and
+        // for one pending call: the facts are checked before any runs, so a sibling that runs
+        // first (`cp -r config src/`, then `grep -r KEY src/`) is an earlier part of the same
+        // line (red-team round 67).
         let with_facts = self.facts_in_service
+            && request.pending.len() == 1
             && !request.transcript.is_empty()
             && !crate::fact_check::work_may_still_run(&request.transcript, None, |call| {
                 self.gate.evaluate(call, CallContext::at(request.cwd.as_deref())).action == GateAction::Allow
