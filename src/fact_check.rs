@@ -2,9 +2,14 @@
 //! repository has no hooks, that no name in a directory begins with `-`, that a path is a
 //! regular file, that a tree holds only directories and regular files (and which files).
 //!
-//! Only a caller that runs beside the agent uses it (the hook), and only for the facts a
-//! refusal named; the gate then judges the call again with the facts that hold. It never
-//! decides anything: a fact it shows to hold only lets the gate drop the refusal it answers.
+//! Only a caller that runs beside the agent uses it (the hook, or a service told it shares the
+//! agent's machine), only for the facts a refusal named, and only in a quiet session
+//! ([`work_may_still_run`]: nothing the session started may still be changing files); the
+//! gate then judges the call again with the facts that hold. It never decides anything: a
+//! fact it shows to hold only lets the gate drop the refusal it answers.
+//!
+//! Why hand-written: no crate answers these questions. The walk is `walkdir`'s; the git
+//! questions are git's own answers.
 //!
 //! On failure a fact does not hold, and the refusal stands: a path that cannot be read or
 //! is not UTF-8, git missing, failing or too old (`--path-format` is git 2.31), a tree with
