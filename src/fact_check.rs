@@ -94,7 +94,7 @@ const FOREGROUND_SHELLS: &[&str] = &["Bash", "shell", "shell_command", "local_sh
 /// Whether the session may have work still running beside the call being judged, which could
 /// change files after the facts about them were checked. An allowlist: the session is quiet
 /// only when every earlier call (all but `pending`) has its result, is a tool whose work ends
-/// with its result ([`FINISHING_TOOLS`]), and, for a shell, was neither started in the
+/// with its result (`FINISHING_TOOLS`), and, for a shell, was neither started in the
 /// background nor moved there (its result mentions the background) and is a command the gate
 /// allows on its text (`allowed_by_text`), which proves it leaves nothing running: the gate
 /// refuses `&`, and a command a person or a model approved (`npm run dev &`, `cargo test`,
