@@ -47,7 +47,18 @@ pub fn evaluate_checking_facts(
     context: CallContext<'_>,
     checker: &FactChecker,
 ) -> GateOutcome {
-    let outcome = gate.evaluate(call, context);
+    recheck_with_facts(gate, call, context, checker, gate.evaluate(call, context))
+}
+
+/// The second half of [`evaluate_checking_facts`], for a caller that already has the
+/// judgement by text (`outcome`).
+pub fn recheck_with_facts(
+    gate: &Gate,
+    call: &PendingCall,
+    context: CallContext<'_>,
+    checker: &FactChecker,
+    outcome: GateOutcome,
+) -> GateOutcome {
     if outcome.action == GateAction::Deny || outcome.needs.is_empty() {
         return outcome;
     }

@@ -99,20 +99,27 @@ fn hook_in_session(cwd: &Path, command: &str, config_text: &str, transcript: &Pa
         "tool_input": { "command": command, "description": "a command" },
         "tool_use_id": "toolu_facts"
     });
+    let answer = permit(&["hook", "claude-code"], &config, &input);
+    answer["hookSpecificOutput"]["permissionDecision"].as_str().unwrap().to_owned()
+}
+
+/// Runs the real binary (`permit ARGS --config CONFIG`) with `stdin`; its JSON answer. It must
+/// exit 0.
+fn permit(args: &[&str], config: &Path, stdin: &Value) -> Value {
     let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
-        .args(["hook", "claude-code", "--config"])
-        .arg(&config)
+        .args(args)
+        .arg("--config")
+        .arg(config)
         .env_remove("PERMIT_CONFIG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.to_string().as_bytes()).unwrap();
+    child.stdin.take().unwrap().write_all(stdin.to_string().as_bytes()).unwrap();
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
-    answer["hookSpecificOutput"]["permissionDecision"].as_str().unwrap().to_owned()
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 const AUTO: &str = "mode = \"auto\"\n";
@@ -392,29 +399,22 @@ fn grep_r_needs_a_tree_of_plain_files_the_path_rules_allow() {
 #[test]
 fn the_service_checks_facts_only_when_told_it_shares_the_machine() {
     let workspace = workspace("service");
-    let decide_in = |config_text: &str, command: &str, transcript: Value| -> String {
-        let config = workspace.parent().unwrap().join("service.toml");
+    let config = workspace.parent().unwrap().join("service.toml");
+    // The decisions of `permit decide` on the calls, in a session of `transcript`.
+    let decide_calls = |config_text: &str, commands: &[&str], transcript: Value| -> Vec<String> {
         std::fs::write(&config, config_text).unwrap();
-        let request = json!({
-            "session_id": "s-service",
-            "cwd": workspace,
-            "transcript": transcript,
-            "pending": [{ "id": "c1", "name": "Bash", "input": { "command": command } }]
-        });
-        let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
-            .args(["decide", "--config"])
-            .arg(&config)
-            .env_remove("PERMIT_CONFIG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
-        answer["decisions"][0]["decision"].as_str().unwrap().to_owned()
+        let pending: Vec<Value> = commands
+            .iter()
+            .enumerate()
+            .map(|(index, command)| json!({ "id": format!("c{index}"), "name": "Bash", "input": { "command": command } }))
+            .collect();
+        let request =
+            json!({ "session_id": "s-service", "cwd": workspace, "transcript": transcript, "pending": pending });
+        let answer = permit(&["decide"], &config, &request);
+        answer["decisions"].as_array().unwrap().iter().map(|d| d["decision"].as_str().unwrap().to_owned()).collect()
+    };
+    let decide_in = |config_text: &str, command: &str, transcript: Value| -> String {
+        decide_calls(config_text, &[command], transcript).remove(0)
     };
     let asked = json!([{"type": "user", "text": "tidy up and commit"}]);
     let decide = |config_text: &str, command: &str| decide_in(config_text, command, asked.clone());
@@ -436,26 +436,6 @@ fn the_service_checks_facts_only_when_told_it_shares_the_machine() {
     ]);
     assert_ne!(decide_in(shared, "grep -rn 'TODO' src/", background), "allow");
     // Several pending calls: the facts would be checked before the first runs (round 67).
-    let config = workspace.parent().unwrap().join("service.toml");
-    std::fs::write(&config, shared).unwrap();
-    let request = json!({
-        "session_id": "s-service",
-        "cwd": workspace,
-        "transcript": asked,
-        "pending": [
-            { "id": "c1", "name": "Bash", "input": { "command": "cp -r scripts src/" } },
-            { "id": "c2", "name": "Bash", "input": { "command": "grep -rn 'TODO' src/" } }
-        ]
-    });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_permit"))
-        .args(["decide", "--config"])
-        .arg(&config)
-        .env_remove("PERMIT_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
-    let answer: Value = serde_json::from_slice(&child.wait_with_output().unwrap().stdout).unwrap();
-    assert_ne!(answer["decisions"][1]["decision"], "allow", "{answer}");
+    let both = decide_calls(shared, &["cp -r scripts src/", "grep -rn 'TODO' src/"], asked.clone());
+    assert_ne!(both[1], "allow", "{both:?}");
 }

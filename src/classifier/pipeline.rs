@@ -42,6 +42,7 @@ use crate::classifier::session::SessionPolicy;
 use crate::classifier::transcript;
 use crate::config::{Config, OnDeny, OnError, TranscriptConfig};
 use crate::decision::GateAction;
+use crate::fact_check::FactChecker;
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::model::{DecisionModel, ModelAnswer, ModelError, ModelRequest, validate_answer};
 use crate::request::{DecideRequest, PendingCall, Stage};
@@ -247,14 +248,19 @@ impl Pipeline {
         deadline: Option<tokio::time::Instant>,
     ) -> (Vec<GateOutcome>, Vec<f64>) {
         let context_cwd = request.cwd.clone();
-        let evaluate = |gate: &Gate, pending: &[PendingCall], cwd: Option<&str>| {
+        // With a checker, a refusal that names facts about the machine is judged again with
+        // those that hold ([`crate::fact_check`]).
+        let evaluate = |gate: &Gate, pending: &[PendingCall], cwd: Option<&str>, checker: Option<&FactChecker>| {
             let _span = tracing::debug_span!("gate", calls = pending.len()).entered();
             let context = CallContext::at(cwd);
             pending
                 .iter()
                 .map(|call| {
                     let started = Instant::now();
-                    let outcome = gate.evaluate(call, context);
+                    let outcome = match checker {
+                        Some(checker) => crate::fact_check::evaluate_checking_facts(gate, call, context, checker),
+                        None => gate.evaluate(call, context),
+                    };
                     (outcome, millis(started.elapsed()))
                 })
                 .unzip::<_, _, Vec<GateOutcome>, Vec<f64>>()
@@ -264,43 +270,36 @@ impl Pipeline {
         // still be changing files (a request without a transcript hides what is running), and
         // for one pending call: the facts are checked before any runs, so a sibling that runs
         // first (`cp -r config src/`, then `grep -r KEY src/`) is an earlier part of the same
-        // line (red-team round 67).
-        let with_facts = self.facts_in_service
-            && request.pending.len() == 1
-            && !request.transcript.is_empty()
-            && !crate::fact_check::work_may_still_run(&request.transcript, None, |call| {
+        // line (red-team round 67). The quiet-session check re-judges the transcript's shell
+        // calls, so it runs only when a call needs facts.
+        let may_use_facts = self.facts_in_service && request.pending.len() == 1 && !request.transcript.is_empty();
+        let quiet = || {
+            !crate::fact_check::work_may_still_run(&request.transcript, None, |call| {
                 self.gate.evaluate(call, CallContext::at(request.cwd.as_deref())).action == GateAction::Allow
-            });
-        let needs_facts = |outcomes: &[GateOutcome]| {
-            with_facts && outcomes.iter().any(|outcome| outcome.action != GateAction::Deny && !outcome.needs.is_empty())
+            })
         };
-        if size <= INLINE_GATE_BYTES {
-            let judged = evaluate(&self.gate, &request.pending, context_cwd.as_deref());
-            if !needs_facts(&judged.0) {
+        let with_facts = if size <= INLINE_GATE_BYTES {
+            let judged = evaluate(&self.gate, &request.pending, context_cwd.as_deref(), None);
+            let needs_facts =
+                judged.0.iter().any(|outcome| outcome.action != GateAction::Deny && !outcome.needs.is_empty());
+            if !(may_use_facts && needs_facts && quiet()) {
                 return judged;
             }
-        }
-        // Checking facts reads files and runs git, so it runs on the blocking pool too.
-        let checker_deadline = deadline
-            .map_or_else(|| std::time::Instant::now() + FACT_CHECK_WITHOUT_DEADLINE, tokio::time::Instant::into_std);
-        let evaluate = move |gate: &Gate, pending: &[PendingCall], cwd: Option<&str>| {
-            if !with_facts {
-                return evaluate(gate, pending, cwd);
-            }
-            let checker = crate::fact_check::FactChecker::on_this_machine(checker_deadline);
-            pending
-                .iter()
-                .map(|call| {
-                    let started = Instant::now();
-                    let outcome =
-                        crate::fact_check::evaluate_checking_facts(gate, call, CallContext::at(cwd), &checker);
-                    (outcome, millis(started.elapsed()))
-                })
-                .unzip::<_, _, Vec<GateOutcome>, Vec<f64>>()
+            true
+        } else {
+            may_use_facts && quiet()
         };
+        // Checking facts reads files and runs git, so it runs on the blocking pool too.
+        let checker = with_facts.then(|| {
+            FactChecker::on_this_machine(deadline.map_or_else(
+                || std::time::Instant::now() + FACT_CHECK_WITHOUT_DEADLINE,
+                tokio::time::Instant::into_std,
+            ))
+        });
         let gate = Arc::clone(&self.gate);
         let pending = request.pending.clone();
-        let blocking = tokio::task::spawn_blocking(move || evaluate(&gate, &pending, context_cwd.as_deref()));
+        let blocking =
+            tokio::task::spawn_blocking(move || evaluate(&gate, &pending, context_cwd.as_deref(), checker.as_ref()));
         let joined = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, blocking).await.ok(),
             None => Some(blocking.await),

@@ -35,7 +35,7 @@ use crate::classifier::finalize::{Classifier, finalize};
 use crate::config::{Config, ConfigError};
 use crate::decision::{Decision, GateAction, ReasonCode, Tier};
 use crate::engine::Engine;
-use crate::fact_check::{FactChecker, evaluate_checking_facts};
+use crate::fact_check::{FactChecker, recheck_with_facts};
 use crate::gate::{CallContext, Gate, GateOutcome};
 use crate::request::{
     CallDecision, DecideRequest, DecideResponse, KnownEvent, PendingCall, RequestError, Reversibility, Stage,
@@ -145,7 +145,7 @@ fn evaluate(
         && !outcome.needs.is_empty()
         && !work_may_still_run(input, host, &local.gate)
     {
-        outcome = evaluate_checking_facts(&local.gate, call, context, &FactChecker::on_this_machine(deadline));
+        outcome = recheck_with_facts(&local.gate, call, context, &FactChecker::on_this_machine(deadline), outcome);
     }
     let budget =
         fresh_budget(local.config.reversibility.costly_budget_per_session, input.session_id.as_deref(), &outcome);
